@@ -1,0 +1,91 @@
+"""``sizediff base.o head.o``: bloat-o-meter's table by default, and the views it lacks."""
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+
+import click
+
+from analyzer import bloat, formats
+from analyzer.elf import load_images
+from analyzer.errors import InputError
+from analyzer.sections import section_sizes
+
+
+def _pct(old: int, new: int) -> str:
+    return "%+.2f%%" % ((new - old) * 100.0 / old) if old else "+0.00%"
+
+
+def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[str]:
+    out = ["%-40s %9s %9s %+9s" % (title, "old", "new", "delta")]
+    for name in sorted(old.keys() | new.keys(), key=lambda n: (-(new.get(n, 0) - old.get(n, 0)), n)):
+        o, n = old.get(name), new.get(name)
+        d = (n or 0) - (o or 0)
+        out.append("%-40s %9s %9s %+9d" % (name, "-" if o is None else o, "-" if n is None else n, d))
+    return out
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "mode", flag_value="c", help="categorize output based on symbol type")
+@click.option("-d", "mode", flag_value="d", help="Show delta of Data Section")
+@click.option("-t", "mode", flag_value="t", help="Show delta of text Section")
+@click.option("-p", "prefix", metavar="PREFIX",
+              help="Arch prefix (accepted for bloat-o-meter compatibility; the ELF is read directly)")
+@click.option("--no-weak", is_flag=True,
+              help="bloat-o-meter 6.1 behaviour: weak symbols (wWvV) are not counted")
+@click.option("--json", "fmt", flag_value="json", help="machine-readable rows and totals")
+@click.option("--csv", "fmt", flag_value="csv", help="one CSV row per symbol, plus totals")
+@click.option("--markdown", "fmt", flag_value="markdown", help="a table to paste")
+@click.option("--group-clones", is_flag=True,
+              help="show .part/.isra/.constprop/.cold clones under their source function")
+@click.option("--split-cold", is_flag=True, help="hot text versus cold (.text.unlikely, .cold) text")
+@click.option("--sections", "show_sections", is_flag=True,
+              help="per-section totals like size(1): text/data/bss and every alloc section")
+@click.option("--no-pfx", is_flag=True, help="leave out compiler-generated __pfx_/__cfi_ symbols")
+@click.argument("file1", type=click.Path(dir_okay=False))
+@click.argument("file2", type=click.Path(dir_okay=False))
+def main(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, file1, file2):
+    """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
+    try:
+        old, new = bloat.read_symbols(file1), bloat.read_symbols(file2)
+        tables = bloat.diff(old, new, mode or "default", weak=not no_weak, skip_compiler=no_pfx)
+        extra: dict = {}
+        lines: list[str] = []
+        if split_cold:
+            so, sn = bloat.text_split(old, no_pfx), bloat.text_split(new, no_pfx)
+            extra["text_split"] = {"old": asdict(so), "new": asdict(sn)}
+            lines.append("Hot text: Before=%d, After=%d, chg %s" % (so.hot, sn.hot, _pct(so.hot, sn.hot)))
+            lines.append("Cold text: Before=%d, After=%d, chg %s" % (so.cold, sn.cold, _pct(so.cold, sn.cold)))
+        if show_sections:
+            zo, zn = section_sizes(load_images(file1)), section_sizes(load_images(file2))
+            extra["sections"] = {"old": asdict(zo), "new": asdict(zn)}
+            berk = ("text", "data", "bss", "dec")
+            lines += sections_text({k: getattr(zo, k) for k in berk}, {k: getattr(zn, k) for k in berk},
+                                   "size")
+            lines += sections_text(zo.alloc, zn.alloc, "section")
+    except InputError as e:
+        click.echo(f"sizediff: {e}", err=True)
+        sys.exit(1)
+    if fmt == "json":
+        if group_clones:
+            extra["clone_groups"] = [[asdict(g) for g in formats.clone_groups(t)] for t in tables]
+        out = formats.to_json(tables, extra)
+    elif fmt == "csv":
+        out = formats.to_csv(tables)
+    elif fmt == "markdown":
+        out = formats.to_markdown(tables)
+    elif group_clones:
+        out = formats.grouped_text(tables)
+    else:
+        out = formats.bloat_text(tables)
+    if lines and fmt not in ("json",):
+        out += "\n".join(lines) + "\n"
+    try:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One install script for every entry point (make run, make test, CI, the Dockerfile):
+# Debian packages through apt, then a virtualenv with sizewatch installed.
+# Safe to run twice: apt is skipped when everything is present, pip only reinstalls on change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  # build and source
+  make git xz-utils bc flex bison libelf-dev libssl-dev dwarves binutils cpio kmod
+  linux-source-6.1 linux-source-6.12
+  # compilers of the default matrix (kbuild LLVM=-N needs lld and llvm alongside clang)
+  gcc-11 gcc-12 clang-14 clang-16 clang-19 lld-14 lld-16 lld-19 llvm-14 llvm-16 llvm-19
+  # sandboxing of untrusted builds, optional compiler cache
+  bubblewrap ccache
+  # python
+  python3 python3-venv python3-dev
+)
+EXTRA=${SIZEWATCH_EXTRA_APT:-}
+
+missing=()
+for p in "${APT_PACKAGES[@]}" $EXTRA; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install: apt packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.sizewatch-installed
+want=$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log=$(mktemp)
+  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]'; } >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; echo "install: pip install failed" >&2; exit 1
+  fi
+  rm -f "$log"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,53 @@
+"""Toolchains as data: one TOML file per compiler under toolchains/registry/."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolchains.errors import BuildError
+
+REGISTRY_DIR = Path(__file__).with_name("registry")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    name: str
+    family: str                      # "gcc" or "clang"
+    packages: tuple[str, ...]        # Debian packages that provide it
+    make_vars: dict[str, str]        # kbuild variables, e.g. {"LLVM": "-19"}
+    compiler: str                    # the compiler driver binary
+    version_command: tuple[str, ...]
+
+    @property
+    def installed(self) -> bool:
+        return shutil.which(self.compiler) is not None
+
+    def make_args(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.make_vars.items()]
+
+    def version(self) -> str:
+        """The exact version line the compiler prints (recorded with every build)."""
+        if not self.installed:
+            raise BuildError(f"toolchain {self.name} is not installed (apt-get install {' '.join(self.packages)})")
+        out = subprocess.run(list(self.version_command), capture_output=True, text=True).stdout
+        return out.splitlines()[0].strip() if out else "unknown"
+
+
+def load(name: str) -> Toolchain:
+    path = REGISTRY_DIR / f"{name}.toml"
+    if not path.exists():
+        known = ", ".join(t.name for t in all_toolchains())
+        raise BuildError(f"unknown toolchain {name!r} (known: {known})")
+    d = tomllib.loads(path.read_text())
+    return Toolchain(d["name"], d["family"], tuple(d["packages"]), dict(d["make_vars"]),
+                     d["compiler"], tuple(d["version_command"]))
+
+
+def all_toolchains() -> list[Toolchain]:
+    def key(p: Path) -> tuple[str, int]:
+        fam, _, ver = p.stem.partition("-")
+        return ("0" if fam == "gcc" else fam), int(ver) if ver.isdigit() else 0  # gcc first, by version
+    return [load(p.stem) for p in sorted(REGISTRY_DIR.glob("*.toml"), key=key)]

@@ -1,0 +1,103 @@
+"""Kernel source trees: Debian's linux-source tarballs made into git repositories.
+
+The tarball is unpacked once into the cache and committed, so later stages can
+check commits out into worktrees and apply mbox series with ``git am``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolchains.errors import BuildError
+
+READY_MARK = ".git/sizewatch-ready"
+# Fixed identity and date so every machine makes the same base commit sha.
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "sizewatch",
+    "GIT_AUTHOR_EMAIL": "sizewatch@localhost",
+    "GIT_COMMITTER_NAME": "sizewatch",
+    "GIT_COMMITTER_EMAIL": "sizewatch@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+}
+
+
+def cache_dir() -> Path:
+    """Where unpacked trees, build dirs and stores live (SIZEWATCH_CACHE overrides)."""
+    env = os.environ.get("SIZEWATCH_CACHE")
+    base = Path(env) if env else Path.home() / ".cache" / "sizewatch"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    path: Path
+    version: str
+    base_commit: str
+
+
+def git(tree: Path, *args: str, check: bool = True, env: dict | None = None,
+        input: str | None = None) -> str:
+    full_env = {**os.environ, **GIT_ENV, **(env or {})}
+    proc = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
+                          env=full_env, input=input)
+    if check and proc.returncode != 0:
+        msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        raise BuildError(f"git {args[0]} failed in {tree}: {msg[-1] if msg else proc.returncode}")
+    return proc.stdout
+
+
+def strip_debian_gitignore(text: str) -> str:
+    """Drop the Debian packaging stanza (``/*`` then ``!/debian/``) that ignores every top-level path."""
+    lines = text.splitlines(keepends=True)
+    out = [ln for ln in lines if ln.strip() not in ("/*", "!/debian/")]
+    return "".join(out)
+
+
+def tarball_for(version: str) -> Path:
+    return Path(f"/usr/src/linux-source-{version}.tar.xz")
+
+
+def ensure_source(version: str = "6.1", cache: Path | None = None) -> SourceTree:
+    """Return the git tree of Debian's linux-source-VERSION, unpacking it on first use.
+
+    Safe against interruption: the tree is built in a temporary directory and
+    renamed into place only once committed.
+    """
+    cache = cache or cache_dir()
+    dest = cache / f"linux-{version}"
+    if (dest / READY_MARK).exists():
+        return SourceTree(dest, version, git(dest, "rev-list", "--max-parents=0", "HEAD").split()[0])
+    tarball = tarball_for(version)
+    if not tarball.exists():
+        raise BuildError(f"{tarball} not found: install Debian's linux-source-{version}")
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=f".linux-{version}-", dir=cache))
+    try:
+        subprocess.run(["tar", "-xJf", str(tarball), "-C", str(tmp)], check=True)
+        (top,) = [p for p in tmp.iterdir() if p.is_dir()]
+        gi = top / ".gitignore"
+        if gi.exists():
+            gi.write_text(strip_debian_gitignore(gi.read_text()))
+        git(top, "init", "-q", "-b", "master")
+        git(top, "config", "user.name", GIT_ENV["GIT_AUTHOR_NAME"])
+        git(top, "config", "user.email", GIT_ENV["GIT_AUTHOR_EMAIL"])
+        git(top, "config", "gc.auto", "0")
+        git(top, "add", "-A")
+        ignored = git(top, "ls-files", "-z", "--others", "--ignored", "--exclude-standard")
+        paths = [p for p in ignored.split("\0") if p]
+        for i in range(0, len(paths), 500):
+            git(top, "add", "-f", "--", *paths[i:i + 500])
+        git(top, "commit", "-q", "-m", f"linux-source-{version} as shipped by Debian")
+        git(top, "tag", f"debian-{version}")
+        (top / READY_MARK).write_text(version + "\n")
+        top.rename(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ensure_source(version, cache)
