@@ -1,0 +1,99 @@
+"""Shared fixtures: the real oracles (bloat-o-meter from the Debian tarballs), real compilers,
+and mm/page_alloc.o built from linux-source-6.1 at each patch of the example series.
+
+Everything expensive is cached under the sizewatch cache (~/.cache/sizewatch), so a second
+run on the same machine, and every later test of one run, reuses it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OUTPUT = ROOT / "test-output"
+
+
+def _cache() -> Path:
+    from toolchains.source import cache_dir
+    return cache_dir()
+
+
+def extract_from_tarball(version: str, member_suffix: str) -> Path:
+    """One file of /usr/src/linux-source-VERSION.tar.xz, extracted once into the cache."""
+    dest = _cache() / "oracles" / version / Path(member_suffix).name
+    if dest.exists():
+        return dest
+    tarball = Path(f"/usr/src/linux-source-{version}.tar.xz")
+    if not tarball.exists():
+        pytest.fail(f"{tarball} missing: scripts/install.sh installs linux-source-{version}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    member = f"linux-source-{version}/{member_suffix}"
+    tmp = dest.with_suffix(".tmp")
+    subprocess.run(f"tar -xJOf {tarball} {member} > {tmp}", shell=True, check=True)
+    tmp.rename(dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def bloat_o_meter():
+    """Run the kernel's own scripts/bloat-o-meter (6.12 by default, or 6.1)."""
+    def run(*args: str, version: str = "6.12") -> subprocess.CompletedProcess:
+        script = extract_from_tarball(version, "scripts/bloat-o-meter")
+        return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True)
+    return run
+
+
+def sizediff_cmd() -> list[str]:
+    exe = shutil.which("sizediff", path=str(Path(sys.executable).parent)) or shutil.which("sizediff")
+    return [exe] if exe else [sys.executable, "-m", "analyzer.sizediff_cli"]
+
+
+@pytest.fixture(scope="session")
+def sizediff():
+    """Run our sizediff as a user would (the console script)."""
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*sizediff_cmd(), *map(str, args)], capture_output=True)
+    return run
+
+
+@pytest.fixture(scope="session")
+def compile_c(tmp_path_factory):
+    """Compile a C file with a real compiler into a session temp dir; returns the object path."""
+    out = tmp_path_factory.mktemp("cc")
+
+    def cc(compiler: str, source: Path, *flags: str, name: str | None = None) -> Path:
+        if shutil.which(compiler) is None:
+            pytest.fail(f"{compiler} missing: scripts/install.sh installs it")
+        obj = out / (name or f"{source.stem}-{compiler}-{abs(hash(flags)) % 10**8}.o")
+        subprocess.run([compiler, "-c", "-O2", "-g", *flags, "-o", str(obj), str(source)], check=True)
+        return obj
+    return cc
+
+
+_series_cache: dict[str, list] = {}
+
+
+@pytest.fixture(scope="session")
+def example_series():
+    """mm/page_alloc.o at the base and after each example patch, for a toolchain:
+    a list of toolchains.example.BuiltCommit (stock, patch 1, patch 2)."""
+    def get(toolchain: str):
+        if toolchain not in _series_cache:
+            from toolchains.example import build_series
+            _series_cache[toolchain] = build_series(toolchain)
+        return _series_cache[toolchain]
+    return get
+
+
+@pytest.fixture(scope="session")
+def output_dir() -> Path:
+    """Where tests leave artifacts for humans (screenshots, reports)."""
+    OUTPUT.mkdir(exist_ok=True)
+    return OUTPUT
