@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolchains.errors import BuildError
+from toolchains.locks import file_lock
 from toolchains.registry import Toolchain
 
 # The default config: x86_64 defconfig with DWARF5 debug info (what the analyzer reads).
@@ -73,6 +74,14 @@ def prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config = Config()
     want = _stamp_text(src, tc, config)
     if stamp.exists() and stamp.read_text() == want:
         return build_dir
+    with file_lock(build_dir.parent / f".{build_dir.name}.lock"):
+        if not (stamp.exists() and stamp.read_text() == want):
+            _prepare(src, build_dir, tc, config, stamp, want)
+    return build_dir
+
+
+def _prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config, stamp: Path,
+             want: str) -> None:
     if build_dir.exists():
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
@@ -84,7 +93,6 @@ def prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config = Config()
     _check_fragment(cfg, config)
     run(make_cmd(src, build_dir, tc, config, "prepare"))
     stamp.write_text(want)
-    return build_dir
 
 
 def _check_fragment(cfg: Path, config: Config) -> None:

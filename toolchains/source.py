@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolchains.errors import BuildError
+from toolchains.locks import file_lock
 
 READY_MARK = ".git/sizewatch-ready"
 # Fixed identity and date so every machine makes the same base commit sha.
@@ -71,8 +72,14 @@ def ensure_source(version: str = "6.1", cache: Path | None = None) -> SourceTree
     """
     cache = cache or cache_dir()
     dest = cache / f"linux-{version}"
-    if (dest / READY_MARK).exists():
-        return SourceTree(dest, version, git(dest, "rev-list", "--max-parents=0", "HEAD").split()[0])
+    if not (dest / READY_MARK).exists():
+        with file_lock(cache / f".linux-{version}.lock"):
+            if not (dest / READY_MARK).exists():
+                _unpack(version, dest, cache)
+    return SourceTree(dest, version, git(dest, "rev-list", "--max-parents=0", "HEAD").split()[0])
+
+
+def _unpack(version: str, dest: Path, cache: Path) -> None:
     tarball = tarball_for(version)
     if not tarball.exists():
         raise BuildError(f"{tarball} not found: install Debian's linux-source-{version}")
@@ -100,4 +107,3 @@ def ensure_source(version: str = "6.1", cache: Path | None = None) -> SourceTree
         top.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return ensure_source(version, cache)
