@@ -42,9 +42,9 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--sections", "show_sections", is_flag=True,
               help="per-section totals like size(1): text/data/bss and every alloc section")
 @click.option("--no-pfx", is_flag=True, help="leave out compiler-generated __pfx_/__cfi_ symbols")
-@click.argument("file1", type=click.Path(dir_okay=False))
-@click.argument("file2", type=click.Path(dir_okay=False))
-def main(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, file1, file2):
+@click.argument("file1")
+@click.argument("file2")
+def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     try:
         old, new = bloat.read_symbols(file1), bloat.read_symbols(file2)
@@ -85,6 +85,17 @@ def main(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no
         sys.stdout.flush()
     except BrokenPipeError:
         sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: usage errors too are one line on stderr (exit 2), like every other error."""
+    try:
+        command.main(args=argv, prog_name="sizediff", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as e:
+        click.echo(f"sizediff: {e.format_message()} (see sizediff --help)", err=True)
+        sys.exit(e.exit_code)
 
 
 if __name__ == "__main__":
