@@ -6,6 +6,7 @@ stripping with sizes summed, and the (delta, name) descending sort.
 """
 from __future__ import annotations
 
+import marshal
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from analyzer.clones import strip_number
 from analyzer.elf import load_images
 from analyzer.errors import InputError
-from analyzer.nm import NmSymbol, size_sort
+from analyzer.nm import Listing, NmSymbol, listing
 
 # Type letters per mode: (title, letters) as in bloat-o-meter 6.12 and 6.1.
 MODES_612 = {
@@ -35,9 +36,31 @@ _COMPILER_PREFIXES = ("__pfx_", "__cfi_")
 
 @dataclass
 class SymbolSet:
-    """Every nm-listed symbol of a file (all archive members together)."""
+    """Every nm-listed symbol of a file (all archive members together), as columns."""
     path: str
-    symbols: list[NmSymbol]
+    listings: list[Listing]
+    _keys: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def symbols(self) -> list[NmSymbol]:
+        return [sym for lst in self.listings for sym in lst.symbols()]
+
+    def keys(self, skip_compiler: bool) -> list[tuple[list[str | None], list[int], str]]:
+        """Per listing: bloat-o-meter's name for each symbol (None when filtered), sizes, letters.
+
+        Computed once per file and filter setting, shared by the tables of ``-c``.
+        """
+        if skip_compiler not in self._keys:
+            self._keys[skip_compiler] = [(_bloat_names(lst.names, skip_compiler), lst.sizes, lst.letters)
+                                         for lst in self.listings]
+        return self._keys[skip_compiler]
+
+
+def _bloat_names(names: list[str], skip_compiler: bool) -> list[str | None]:
+    drop = _GENERATED_PREFIXES + (_COMPILER_PREFIXES if skip_compiler else ())
+    gen = _GENERATED_NAMES
+    return [None if (":" in n or n.startswith(drop) or n in gen) else (strip_number(n) if "." in n else n)
+            for n in names]
 
 
 @dataclass(frozen=True)
@@ -76,64 +99,52 @@ class Comparison:
 def read_symbols(path: str | os.PathLike) -> SymbolSet:
     """nm --size-sort of a file, archive members concatenated."""
     images = load_images(path)
-    syms: list[NmSymbol] = []
-    found_table = False
-    for img in images:
-        listed = size_sort(img)
-        if listed or any(s.type == 2 for s in img.sections):
-            found_table = True
-        syms.extend(listed)
-    if not found_table:
+    found = [got for got in map(listing, images) if got is not None]
+    if not found:
         raise InputError(f"{path}: no symbols (stripped file?)")
-    return SymbolSet(str(Path(path)), syms)
+    return SymbolSet(str(Path(path)), found)
 
 
 def sizes(symset: SymbolSet, letters: str, skip_compiler: bool = False) -> dict[str, int]:
     """bloat-o-meter's getsizes(): selected, filtered, .NUMBER-stripped, summed."""
+    wanted = frozenset(letters)
     out: dict[str, int] = {}
     get = out.get
-    for s in symset.symbols:
-        if s.letter not in letters:
+    for names, sizes_, codes in symset.keys(skip_compiler):
+        if wanted.issuperset(codes):        # every letter taken: skip the per-symbol test
+            for name, size in zip(names, sizes_):
+                if name is not None:
+                    out[name] = get(name, 0) + size
             continue
-        name = s.name
-        if ":" in name or name.startswith(_GENERATED_PREFIXES) or name in _GENERATED_NAMES:
-            continue
-        if skip_compiler and name.startswith(_COMPILER_PREFIXES):
-            continue
-        name = strip_number(name)
-        out[name] = get(name, 0) + s.size
+        for name, size, code in zip(names, sizes_, codes):
+            if name is not None and code in wanted:
+                out[name] = get(name, 0) + size
     return out
 
 
 def compare(old: dict[str, int], new: dict[str, int], title: str) -> Comparison:
     """bloat-o-meter's calc()."""
-    grow = shrink = add = remove = up = down = 0
-    delta: list[tuple[int, str]] = []
-    for name, size in old.items():
-        if name not in new:
-            remove += 1
-            down += size
-            delta.append((-size, name))
-    for name, size in new.items():
-        if name not in old:
-            add += 1
-            up += size
-            delta.append((size, name))
-    for name, osize in old.items():
-        nsize = new.get(name)
-        if nsize is None:
-            continue
-        d = nsize - osize
+    removed = [n for n in old if n not in new]
+    added = [n for n in new if n not in old]
+    changed = [n for n, z in new.items() if old.get(n, z) != z]   # in both, size differs
+    delta: list[tuple[int, str]] = [(-old[n], n) for n in removed]
+    delta += [(new[n], n) for n in added]
+    up = sum(new[n] for n in added)
+    down = sum(old[n] for n in removed)
+    grow = shrink = 0
+    for name in changed:
+        d = new[name] - old[name]
         if d > 0:
             grow += 1
             up += d
-        elif d < 0:
+        else:
             shrink += 1
             down -= d
         delta.append((d, name))
+    # bloat-o-meter sorts every (delta, name) and prints the non-zero ones: same order
     delta.sort(reverse=True)
     rows = [Row(n, old.get(n), new.get(n), d) for d, n in delta if d]
-    return Comparison(title, add, remove, grow, shrink, up, down, rows,
+    return Comparison(title, len(added), len(removed), grow, shrink, up, down, rows,
                       sum(old.values()), sum(new.values()), old, new)
 
 
@@ -168,3 +179,58 @@ def text_split(symset: SymbolSet, skip_compiler: bool = False) -> TextSplit:
         else:
             out.hot += s.size
     return out
+
+
+def diff_files(old_path: str | os.PathLike, new_path: str | os.PathLike, mode: str = "default",
+               weak: bool = True, skip_compiler: bool = False) -> list[Comparison]:
+    """``diff(read_symbols(old), read_symbols(new))``, reading the two files on two cores.
+
+    A vmlinux holds ~150k symbols and reading one costs as much as everything
+    else together, so for large inputs the second file is read in a forked child
+    that sends back only its per-mode size dicts (marshal: fast for str -> int).
+    """
+    modes = (MODES_612 if weak else MODES_61)[mode]
+    big = os.path.getsize(old_path) + os.path.getsize(new_path) if _both_files(old_path, new_path) else 0
+    if big < PARALLEL_BYTES or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return diff(read_symbols(old_path), read_symbols(new_path), mode, weak, skip_compiler)
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # child: the new file's sizes
+        os.close(rfd)
+        try:
+            symset = read_symbols(new_path)
+            payload = ("ok", [sizes(symset, letters, skip_compiler) for _, letters in modes])
+        except InputError as e:
+            payload = ("error", str(e))
+        except BaseException as e:                 # never let the child run the parent's code
+            payload = ("error", f"{new_path}: {e}")
+        with os.fdopen(wfd, "wb") as w:
+            w.write(marshal.dumps(payload))
+        os._exit(0)
+    os.close(wfd)
+    try:
+        old_err = None
+        try:
+            old = read_symbols(old_path)
+            old_sizes = [sizes(old, letters, skip_compiler) for _, letters in modes]
+        except InputError as e:
+            old_err = e
+        with os.fdopen(rfd, "rb") as r:
+            data = r.read()
+    finally:
+        os.waitpid(pid, 0)
+    if old_err is not None:
+        raise old_err
+    if not data:
+        raise InputError(f"{new_path}: reading it failed")
+    status, value = marshal.loads(data)
+    if status != "ok":
+        raise InputError(value)
+    return [compare(o, n, title) for (title, _), o, n in zip(modes, old_sizes, value)]
+
+
+PARALLEL_BYTES = 64 << 20
+
+
+def _both_files(*paths: str | os.PathLike) -> bool:
+    return all(os.path.isfile(p) for p in paths)

@@ -11,11 +11,14 @@ import mmap
 import os
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
-import numpy as np
 
 from analyzer.errors import InputError
+
+if TYPE_CHECKING:   # numpy is imported where used: sizediff's symbol listing does without it
+    import numpy as np
 
 # Section header types and flags we need.
 SHT_NOBITS = 8
@@ -98,6 +101,7 @@ class ElfImage:
 
 
 def _sym_dtype(elfclass: int, little: bool) -> np.dtype:
+    import numpy as np
     e = "<" if little else ">"
     if elfclass == 64:
         return np.dtype([("name", e + "u4"), ("info", "u1"), ("other", "u1"), ("shndx", e + "u2"),
@@ -161,24 +165,37 @@ class SymbolTable:
     entries: np.ndarray       # structured: name, info, other, shndx, value, size
     shndx: np.ndarray         # section indices with SHN_XINDEX resolved
     strtab: bytes
+    _nul_cache: np.ndarray | None = field(default=None, repr=False)
 
     def names(self, idx: np.ndarray) -> list[str]:
-        """Decode the names of the given symbol indices."""
-        strtab = self.strtab
-        offs = self.entries["name"][idx].tolist()
-        find = strtab.find
-        out = []
-        for o in offs:
-            e = find(b"\0", o)
-            out.append(strtab[o:e].decode("utf-8", "surrogateescape"))
-        return out
+        """Decode the names of the given symbol indices (the NUL ends found in bulk)."""
+        import numpy as np
+        offs = self.entries["name"][idx]
+        if not len(offs):
+            return []
+        nuls = self._nuls()
+        pos = np.searchsorted(nuls, offs)
+        ends = np.where(pos < len(nuls), nuls[np.minimum(pos, len(nuls) - 1)], len(self.strtab))
+        if self.strtab.isascii():
+            text = self.strtab.decode("ascii")
+            return [text[o:e] for o, e in zip(offs.tolist(), ends.tolist())]
+        raw = self.strtab
+        return [raw[o:e].decode("utf-8", "surrogateescape") for o, e in zip(offs.tolist(), ends.tolist())]
+
+    def _nuls(self) -> np.ndarray:
+        import numpy as np
+        if self._nul_cache is None:
+            self._nul_cache = np.flatnonzero(np.frombuffer(self.strtab, dtype=np.uint8) == 0)
+        return self._nul_cache
 
     def all_names(self) -> list[str]:
+        import numpy as np
         return self.names(np.arange(len(self.entries)))
 
 
 def read_symtab(img: ElfImage) -> SymbolTable | None:
     """The static symbol table, or None for a stripped file."""
+    import numpy as np
     symsec = next((s for s in img.sections if s.type == SHT_SYMTAB), None)
     if symsec is None:
         return None

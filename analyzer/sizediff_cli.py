@@ -1,6 +1,7 @@
 """``sizediff base.o head.o``: bloat-o-meter's table by default, and the views it lacks."""
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict
 
@@ -47,8 +48,12 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     try:
-        old, new = bloat.read_symbols(file1), bloat.read_symbols(file2)
-        tables = bloat.diff(old, new, mode or "default", weak=not no_weak, skip_compiler=no_pfx)
+        if split_cold:
+            old, new = bloat.read_symbols(file1), bloat.read_symbols(file2)
+            tables = bloat.diff(old, new, mode or "default", weak=not no_weak, skip_compiler=no_pfx)
+        else:
+            tables = bloat.diff_files(file1, file2, mode or "default", weak=not no_weak,
+                                      skip_compiler=no_pfx)
         extra: dict = {}
         lines: list[str] = []
         if split_cold:
@@ -84,7 +89,9 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
         sys.stdout.write(out)
         sys.stdout.flush()
     except BrokenPipeError:
-        sys.exit(0)
+        pass
+    # Done: skip the interpreter's teardown of ~150k symbol strings on a vmlinux (~20 ms).
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> None:

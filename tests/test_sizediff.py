@@ -246,3 +246,54 @@ def test_bad_input_one_line_errors(fixture_pairs, sizediff, tmp_path):
             # binutils agrees these are not usable objects
             nm = subprocess.run(["nm", "--size-sort", path], capture_output=True, text=True)
             assert nm.returncode != 0 or nm.stderr.strip() or not nm.stdout.strip(), case
+
+
+# --- the nm emulation itself ----------------------------------------------------------------------
+
+def nm_size_sort(path: Path) -> list[tuple[int, str, str]]:
+    out = subprocess.run(["nm", "--size-sort", path], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for ln in out.splitlines():
+        size, letter, name = ln.split(" ", 2)
+        rows.append((int(size, 16), letter, name))
+    return sorted(rows)
+
+
+def ours_size_sort(path: Path) -> list[tuple[int, str, str]]:
+    from analyzer.elf import load_images
+    from analyzer.nm import size_sort
+    return sorted((s.size, s.letter, s.name) for img in load_images(path) for s in size_sort(img))
+
+
+def numpy_size_sort(path: Path) -> list[tuple[int, str, str]]:
+    """The numpy column path (analyzer.nm.letters, used by the analyzer) on the same file."""
+    import numpy as np
+    from analyzer.elf import load_images, read_symtab
+    from analyzer.nm import letters
+    rows = []
+    for img in load_images(path):
+        table = read_symtab(img)
+        keep, code = letters(table)
+        idx = np.flatnonzero(keep)
+        rows += zip(table.entries["size"][idx].tolist(), code[idx].tobytes().decode(), table.names(idx))
+    return sorted(rows)
+
+
+def test_listing_is_nm_size_sort(fixture_pairs, compile_c):
+    """Both symbol readers list exactly what binutils nm --size-sort lists (size, letter, name)."""
+    files = [p for _, a, b in fixture_pairs for p in (a, b)]
+    files.append(compile_c("clang-19", FIXTURES / "symbols.c", "--target=aarch64-linux-gnu", "-DV=2",
+                           name="aarch64-2.o"))
+    for path in files:
+        want = nm_size_sort(path)
+        assert want and ours_size_sort(path) == want, path
+        assert numpy_size_sort(path) == want, path
+
+
+@pytest.mark.kernel
+def test_listing_is_nm_size_sort_on_page_alloc(example_series):
+    for built in example_series("gcc-12"):
+        want = nm_size_sort(built.object_path)
+        assert len(want) > 200
+        assert ours_size_sort(built.object_path) == want
+        assert numpy_size_sort(built.object_path) == want

@@ -1,0 +1,109 @@
+"""sizediff against scripts/bloat-o-meter, side by side in one run.
+
+Pairs: mm/page_alloc.o before/after the example series (gcc-12, built through
+the project's own kbuild driver) and two consecutive Debian vmlinux images with
+full DWARF (linux-image-*-dbg). For each pair and mode both tools run on the
+same files; outputs must be byte-identical; wall time (median of N) and peak
+RSS of each are printed with the ratio. Targets: <= 0.5x bloat-o-meter's time
+on the object pair, <= 0.25x on vmlinux.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import dbg_vmlinux  # noqa: E402
+from toolchains.source import cache_dir  # noqa: E402
+
+
+def oracle(version: str = "6.12") -> Path:
+    dest = cache_dir() / "oracles" / version / "bloat-o-meter"
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tarball = f"/usr/src/linux-source-{version}.tar.xz"
+        subprocess.run(f"tar -xJOf {tarball} linux-source-{version}/scripts/bloat-o-meter > {dest}.tmp",
+                       shell=True, check=True)
+        os.rename(f"{dest}.tmp", dest)
+    return dest
+
+
+def timed(cmd: list[str]) -> tuple[float, int, bytes]:
+    """Wall seconds, peak RSS (KiB) and stdout of one run."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            sys.exit(f"bench: {' '.join(cmd[:3])} failed: {err.read().decode(errors='replace').strip()[-200:]}")
+        return wall, usage.ru_maxrss, out.read()
+
+
+def run_pair(label: str, old: Path, new: Path, modes: list[list[str]], n: int) -> list[str]:
+    lines = []
+    sizediff = [str(ROOT / ".venv/bin/sizediff")]
+    bom = [sys.executable, str(oracle())]
+    for mode in modes:
+        ours_t, ref_t = [], []
+        ours_out = ref_out = b""
+        ours_rss = ref_rss = 0
+        for _ in range(n):   # interleaved, so load on the machine hits both alike
+            t, rss, ref_out = timed([*bom, *mode, str(old), str(new)])
+            ref_t.append(t)
+            ref_rss = max(ref_rss, rss)
+            t, rss, ours_out = timed([*sizediff, *mode, str(old), str(new)])
+            ours_t.append(t)
+            ours_rss = max(ours_rss, rss)
+        same = "identical" if ours_out == ref_out else "DIFFERENT"
+        mo, mr = statistics.median(ours_t), statistics.median(ref_t)
+        lines.append(f"{label:<34} {' '.join(mode) or '(default)':<10} bloat-o-meter {mr:7.3f} s  "
+                     f"sizediff {mo:7.3f} s  ratio {mo / mr:5.2f}x  output {same} "
+                     f"({len(ref_out.splitlines())} lines); peak RSS {ref_rss >> 10} MB vs {ours_rss >> 10} MB")
+        print(lines[-1], flush=True)
+    return lines
+
+
+# Two Debian 12 cloud kernels with full DWARF, ~588 MB vmlinux each (apt-get download).
+PACKAGES = ["linux-image-6.1.0-47-cloud-amd64-dbg", "linux-image-6.1.0-53-cloud-amd64-dbg"]
+
+
+def object_pair() -> tuple[Path, Path]:
+    from toolchains.example import build_series
+    built = build_series("gcc-12")
+    return built[1].object_path, built[2].object_path   # patch 1 -> patch 2: the seed's change
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=5, help="runs per tool and mode (median reported)")
+    ap.add_argument("--no-vmlinux", action="store_true", help="skip the ~560 MB dbg download")
+    ap.add_argument("--packages", nargs=2, default=PACKAGES, metavar="PKG",
+                    help="the two Debian dbg packages to compare (default: %(default)s)")
+    args = ap.parse_args()
+    print(f"# sizediff vs scripts/bloat-o-meter (linux-source-6.12), median of {args.n} runs, "
+          f"{os.cpu_count()} cores")
+    old, new = object_pair()
+    run_pair("mm/page_alloc.o (gcc-12 series)", old, new, [[], ["-c"]], args.n)
+    if not args.no_vmlinux:
+        pkgs = args.packages
+        a, b = (dbg_vmlinux.vmlinux(p) for p in pkgs)
+        label = "vmlinux " + " -> ".join(p.split("-")[4] for p in pkgs)
+        print(f"# {pkgs[0]} ({a.stat().st_size >> 20} MB) -> {pkgs[1]} ({b.stat().st_size >> 20} MB)")
+        run_pair(label, a, b, [[], ["-c"]], max(1, args.n // 2 + 1))
+
+
+if __name__ == "__main__":
+    main()
