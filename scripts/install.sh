@@ -37,7 +37,7 @@ stamp=.venv/.sizewatch-installed
 want=$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log=$(mktemp)
-  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]'; } >"$log" 2>&1; then
+  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat; } >"$log" 2>&1; then
     cat "$log" >&2; rm -f "$log"; echo "install: pip install failed" >&2; exit 1
   fi
   rm -f "$log"
