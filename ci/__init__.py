@@ -1,0 +1,1 @@
+"""Continuous integration: the per-commit pipeline (and, later, the mailing-list bot)."""

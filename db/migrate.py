@@ -1,0 +1,112 @@
+"""Versioned schema migrations: ``db/migrations/NNNN_name.sql`` applied in ascending order.
+
+Numbers may have gaps (other parts add their own files: 0100_* for the mail bot,
+0200_* for the dashboard). Applied versions are recorded in ``schema_migrations``
+(so a file numbered below the highest applied one is still applied when it
+appears later); ``PRAGMA user_version`` mirrors the highest for tools like sqlite3.
+Each file runs in its own ``BEGIN IMMEDIATE`` transaction: a crash leaves the
+schema at the previous version, never half-migrated.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from db.errors import StoreError
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+_FILE = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    def statements(self) -> list[str]:
+        """The file split into complete SQL statements (execute() takes one at a time)."""
+        out, buf = [], ""
+        for line in self.path.read_text().splitlines(keepends=True):
+            buf += line
+            if sqlite3.complete_statement(buf):
+                if buf.strip():
+                    out.append(buf.strip())
+                buf = ""
+        if buf.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()):
+            raise StoreError(f"{self.path.name}: incomplete SQL statement at the end")
+        return out
+
+
+def available(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    found: dict[int, Migration] = {}
+    for p in sorted(directory.glob("*.sql")):
+        m = _FILE.match(p.name)
+        if not m:
+            raise StoreError(f"{p}: migration files are named NNNN_name.sql")
+        v = int(m.group(1))
+        if v in found:
+            raise StoreError(f"{p.name}: migration version {v} also used by {found[v].path.name}")
+        found[v] = Migration(v, m.group(2), p)
+    return [found[v] for v in sorted(found)]
+
+
+def applied(conn: sqlite3.Connection) -> set[int]:
+    try:
+        return {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return set()
+        raise
+
+
+def migrate(conn: sqlite3.Connection, upto: int | None = None,
+            directory: Path = MIGRATIONS_DIR) -> list[int]:
+    """Apply every migration not yet applied (up to ``upto``); return the versions applied now.
+
+    ``conn`` must be in autocommit mode (isolation_level=None). Safe when several
+    processes open the store at once: each file is checked again inside its write lock.
+    """
+    todo = [m for m in available(directory) if upto is None or m.version <= upto]
+    done = applied(conn)
+    if all(m.version in done for m in todo):
+        return []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                     "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    now: list[int] = []
+    for m in todo:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if m.version in applied(conn):          # another process got there first
+                conn.execute("ROLLBACK")
+                continue
+            for stmt in m.statements():
+                conn.execute(stmt)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                         (m.version, m.name, datetime.now(timezone.utc).isoformat(timespec="seconds")))
+            top = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {int(top)}")
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            conn.execute("ROLLBACK")
+            raise StoreError(f"migration {m.path.name} failed: {e}") from None
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        now.append(m.version)
+    return now
+
+
+def version(conn: sqlite3.Connection) -> int:
+    """The highest applied migration (0 for an empty store)."""
+    got = applied(conn)
+    return max(got) if got else 0

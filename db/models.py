@@ -1,0 +1,207 @@
+"""Plain dataclasses in and out of the store: no ORM, no sqlite types leak to callers.
+
+The same classes serve writing (``id`` left None) and reading (``id`` filled in).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Commit:
+    sha: str
+    parent_sha: str | None = None
+    subject: str = ""
+    author: str = ""
+    date: str = ""                 # committer date, ISO 8601
+    tree: str = ""
+    id: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ConfigInfo:
+    """A kernel config as built: the toolchains' key plus a hash of the resulting .config."""
+    key: str
+    arch: str = "x86_64"
+    base: str = ""
+    fragment: str = ""
+    config_hash: str = ""
+    config_text: str | None = None      # the .config (stored compressed); None when not read
+
+
+@dataclass
+class SymbolRow:
+    """One line of ``nm --size-sort`` plus the symbol's offset (st_value)."""
+    name: str
+    size: int
+    letter: str
+    section: str | None          # None for common symbols
+    offset: int = 0
+
+
+@dataclass
+class FunctionRow:
+    """Inline facts of one function (the analyzer's FunctionFacts, key fields as columns)."""
+    name: str
+    size: int = 0
+    declared: str = "unknown"
+    out_of_line: bool = False
+    inlined_count: int = 0
+    inlined_bytes: int = 0
+    callers: int = 0
+    facts: dict = field(default_factory=dict)
+
+
+@dataclass
+class RemarkRow:
+    """One compiler inline decision (gcc -fopt-info, clang optimization record)."""
+    callee: str | None
+    caller: str | None
+    passed: bool
+    reason: str = ""
+    location: str = ""
+
+
+@dataclass
+class FindingRow:
+    kind: str
+    function: str = ""
+    severity: str = ""
+    message: str = ""
+    data: dict = field(default_factory=dict)      # Finding.to_dict()
+    base_build_id: int | None = None              # None: a finding about the object alone
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ObjectRecord:
+    """One built object with everything read from it."""
+    path: str                                     # relative to the build dir
+    sha256: str = ""
+    text: int = 0
+    data: int = 0
+    bss: int = 0
+    sections: dict[str, int] = field(default_factory=dict)
+    symbols: list[SymbolRow] = field(default_factory=list)
+    functions: list[FunctionRow] = field(default_factory=list)
+    remarks: list[RemarkRow] = field(default_factory=list)
+    id: int | None = None
+
+
+@dataclass
+class BuildRecord:
+    """Everything one build produced; ``Store.record_build`` writes it in one transaction."""
+    tree: str
+    commit: Commit
+    toolchain: str
+    toolchain_version: str
+    config: ConfigInfo
+    target: str
+    status: str                                   # ok | failed | timeout | killed
+    toolchain_family: str = ""
+    method: str = ""
+    seconds: float = 0.0
+    started_at: str = ""
+    log: str = ""
+    errors: list[str] = field(default_factory=list)
+    objects: list[ObjectRecord] = field(default_factory=list)
+    findings: list[FindingRow] = field(default_factory=list)   # about the objects alone
+    analysis_version: int = 0
+    tree_path: str = ""
+
+
+@dataclass
+class Build:
+    """A stored build (read side); the log is fetched separately (``Store.build_log``)."""
+    id: int
+    tree: str
+    commit_sha: str
+    toolchain: str
+    toolchain_version: str
+    config_key: str
+    target: str
+    status: str
+    method: str
+    seconds: float
+    started_at: str
+    errors: list[str]
+    analysis_version: int
+    config_hash: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SeriesPatch:
+    position: int
+    subject: str = ""
+    message_id: str = ""
+    author: str = ""
+    commit_sha: str | None = None
+    status: str = "applied"        # applied | failed | skipped
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Series:
+    tree: str
+    message_id: str
+    subject: str = ""
+    version: int = 1
+    author: str = ""
+    date: str = ""
+    cover: str = ""                # cover letter text (stored compressed)
+    base_sha: str = ""
+    status: str = "applied"        # applied | failed
+    error: str = ""
+    created_at: str = ""
+    patches: list[SeriesPatch] = field(default_factory=list)
+    id: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class HistoryPoint:
+    """One function in one stored build: the rows of ``sizewatch history`` and the function page."""
+    commit_sha: str
+    subject: str
+    date: str
+    toolchain: str
+    toolchain_version: str
+    target: str
+    build_id: int
+    status: str
+    size: int | None               # summed symbol size (bloat-o-meter's view); None: no symbol
+    declared: str | None           # from the inline facts; None when not analyzed
+    out_of_line: bool | None
+    inlined_count: int | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class MatrixRow:
+    """One function across the toolchains of a commit: {toolchain: (size, declared, out_of_line, inlined)}."""
+    name: str
+    cells: dict[str, tuple[int | None, str | None, bool | None, int | None]]
+
+    @property
+    def differs(self) -> bool:
+        vals = list(self.cells.values())
+        return any(v[0] != vals[0][0] or v[2] != vals[0][2] for v in vals[1:]) if vals else False
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "cells": {k: {"size": v[0], "declared": v[1], "out_of_line": v[2],
+                                                 "inlined_count": v[3]} for k, v in self.cells.items()}}

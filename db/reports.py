@@ -1,0 +1,126 @@
+"""Report data assembled from the store alone: per patch and toolchain, the bloat-o-meter
+tables against the parent commit (regenerated from stored symbols, byte-identical to
+``sizediff`` on the two objects) and the findings. Used by ``sizewatch report``, the
+pipeline's output, the dashboard and the mail bot.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analyzer import bloat, formats
+from analyzer.bloat import Comparison, SymbolSet
+from analyzer.nm import Listing
+from db.errors import StoreError
+from db.models import Build, Commit, FindingRow, Series, SymbolRow
+from db.store import Store
+
+
+def symbol_set(rows: list[SymbolRow], label: str = "store") -> SymbolSet:
+    """Stored symbols as the SymbolSet bloat.diff() takes (one listing: sizes sum by name anyway)."""
+    return SymbolSet(label, [Listing([r.name for r in rows], [r.size for r in rows],
+                                     "".join(r.letter for r in rows), [r.section or "" for r in rows])])
+
+
+@dataclass
+class ToolchainReport:
+    """One (toolchain, config, target) at one commit, against the same build of its parent."""
+    toolchain: str
+    toolchain_version: str
+    target: str
+    config_key: str
+    status: str                         # the build's: ok | failed | timeout | killed
+    build_id: int
+    base_build_id: int | None = None
+    base_status: str | None = None      # None: the parent was not built
+    tables: list[Comparison] = field(default_factory=list)   # default bloat-o-meter mode
+    findings: list[FindingRow] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def bloat_text(self) -> str:
+        return formats.bloat_text(self.tables) if self.tables else ""
+
+    @property
+    def net(self) -> int | None:
+        return self.tables[0].net if self.tables else None
+
+    def to_dict(self) -> dict:
+        return {"toolchain": self.toolchain, "toolchain_version": self.toolchain_version, "target": self.target,
+                "config": self.config_key, "status": self.status, "build_id": self.build_id,
+                "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
+                "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
+                "findings": [f.to_dict() for f in self.findings], "errors": self.errors}
+
+
+@dataclass
+class PatchReport:
+    commit: Commit | None               # None when the patch did not apply
+    position: int | None = None         # n of [PATCH n/m], None for a plain commit
+    subject: str = ""
+    status: str = "applied"             # applied | failed | skipped
+    error: str = ""
+    toolchains: list[ToolchainReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"commit": self.commit.to_dict() if self.commit else None, "position": self.position,
+                "subject": self.subject, "status": self.status, "error": self.error,
+                "toolchains": [t.to_dict() for t in self.toolchains]}
+
+
+@dataclass
+class SeriesReport:
+    series: Series
+    patches: list[PatchReport]
+
+    def to_dict(self) -> dict:
+        d = self.series.to_dict()
+        d.pop("patches")
+        return {"series": d, "patches": [p.to_dict() for p in self.patches]}
+
+
+def _wanted(b: Build, toolchains: list[str] | None, targets: list[str] | None) -> bool:
+    return (not toolchains or b.toolchain in toolchains) and (not targets or b.target in targets)
+
+
+def toolchain_report(store: Store, build: Build, parent_sha: str | None) -> ToolchainReport:
+    rep = ToolchainReport(build.toolchain, build.toolchain_version, build.target, build.config_key,
+                          build.status, build.id, errors=build.errors, seconds=build.seconds)
+    base = (store.find_build(build.tree, parent_sha, build.toolchain, build.config_key, build.target,
+                             build.toolchain_version) if parent_sha else None)
+    if base is not None:
+        rep.base_build_id, rep.base_status = base.id, base.status
+    if base is not None and base.status == "ok" and build.status == "ok":
+        rep.tables = bloat.diff(symbol_set(store.symbols_for(base.id), "base"),
+                                symbol_set(store.symbols_for(build.id), "head"))
+    rep.findings = store.findings_for(build.id, rep.base_build_id)
+    return rep
+
+
+def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: list[str] | None = None,
+                  targets: list[str] | None = None) -> PatchReport:
+    commit = store.get_commit(rev, tree)
+    if commit is None:
+        raise StoreError(f"commit {rev!r} is not in the store")
+    builds = [b for b in store.builds_for_commit(commit.sha, commit.tree) if _wanted(b, toolchains, targets)]
+    latest: dict[tuple, Build] = {}
+    for b in builds:                    # several compiler versions of one name: the latest build
+        latest[(b.toolchain, b.config_key, b.target)] = b
+    reps = [toolchain_report(store, b, commit.parent_sha) for b in latest.values()]
+    return PatchReport(commit, subject=commit.subject, toolchains=reps)
+
+
+def series_report(store: Store, ref: int | str, toolchains: list[str] | None = None,
+                  targets: list[str] | None = None) -> SeriesReport:
+    series = store.get_series(ref)
+    if series is None:
+        raise StoreError(f"series {ref!r} is not in the store")
+    patches = []
+    for p in series.patches:
+        if p.commit_sha:
+            rep = commit_report(store, p.commit_sha, series.tree, toolchains, targets)
+            rep.position, rep.subject, rep.status, rep.error = p.position, p.subject, p.status, p.error
+        else:
+            rep = PatchReport(None, p.position, p.subject, p.status, p.error)
+        patches.append(rep)
+    return SeriesReport(series, patches)
