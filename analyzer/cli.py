@@ -32,5 +32,10 @@ def example(toolchain: str, target: str) -> None:
         sys.exit(1)
 
 
+from ci.commands import COMMANDS as _PIPELINE_COMMANDS  # noqa: E402  run, report, history (issue 5)
+for _cmd in _PIPELINE_COMMANDS:
+    main.add_command(_cmd)
+
+
 if __name__ == "__main__":
     main()

@@ -90,6 +90,7 @@ class ObjectRecord:
     symbols: list[SymbolRow] = field(default_factory=list)
     functions: list[FunctionRow] = field(default_factory=list)
     remarks: list[RemarkRow] = field(default_factory=list)
+    facts: dict | None = None                     # the analyzer's ObjectFacts.to_dict() (stored zlib JSON)
     id: int | None = None
 
 

@@ -36,6 +36,7 @@ class ToolchainReport:
     findings: list[FindingRow] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    analyzed: bool = False              # inline facts stored (analysis_version > 0)
 
     @property
     def bloat_text(self) -> str:
@@ -50,7 +51,7 @@ class ToolchainReport:
                 "config": self.config_key, "status": self.status, "build_id": self.build_id,
                 "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
                 "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
-                "findings": [f.to_dict() for f in self.findings], "errors": self.errors}
+                "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed}
 
 
 @dataclass
@@ -85,7 +86,8 @@ def _wanted(b: Build, toolchains: list[str] | None, targets: list[str] | None) -
 
 def toolchain_report(store: Store, build: Build, parent_sha: str | None) -> ToolchainReport:
     rep = ToolchainReport(build.toolchain, build.toolchain_version, build.target, build.config_key,
-                          build.status, build.id, errors=build.errors, seconds=build.seconds)
+                          build.status, build.id, errors=build.errors, seconds=build.seconds,
+                          analyzed=build.analysis_version > 0)
     base = (store.find_build(build.tree, parent_sha, build.toolchain, build.config_key, build.target,
                              build.toolchain_version) if parent_sha else None)
     if base is not None:
@@ -106,7 +108,9 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     latest: dict[tuple, Build] = {}
     for b in builds:                    # several compiler versions of one name: the latest build
         latest[(b.toolchain, b.config_key, b.target)] = b
-    reps = [toolchain_report(store, b, commit.parent_sha) for b in latest.values()]
+    order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's toolchain order, else by name
+    chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), b.toolchain, b.target))
+    reps = [toolchain_report(store, b, commit.parent_sha) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
 
 

@@ -114,6 +114,10 @@ class Store(ABC):
         """The build's objects with their section sizes (symbols and facts not filled in)."""
 
     @abstractmethod
+    def object_facts(self, build_id: int) -> dict[str, dict]:
+        """{object path: the analyzer's ObjectFacts.to_dict()} for the build's analyzed objects."""
+
+    @abstractmethod
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
         """Every nm-listed symbol of the build's objects, as bloat-o-meter would read them."""
 
@@ -331,10 +335,10 @@ class SqliteStore(Store):
             return bid
 
     def _insert_object(self, conn: sqlite3.Connection, build_id: int, obj: ObjectRecord) -> None:
-        oid = conn.execute("INSERT INTO objects(build_id, path, sha256, text, data, bss, sections) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (build_id, obj.path, obj.sha256, obj.text, obj.data, obj.bss,
-                            json.dumps(obj.sections))).lastrowid
+        oid = conn.execute("INSERT INTO objects(build_id, path, sha256, text, data, bss, sections, facts_z) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (build_id, obj.path, obj.sha256, obj.text, obj.data, obj.bss, json.dumps(obj.sections),
+                            compress(json.dumps(obj.facts)) if obj.facts is not None else None)).lastrowid
         ids = self._name_ids(conn, [s.name for s in obj.symbols] + [s.section for s in obj.symbols]
                              + [f.name for f in obj.functions]
                              + [r.callee for r in obj.remarks] + [r.caller for r in obj.remarks])
@@ -439,6 +443,12 @@ class SqliteStore(Store):
         rows = self._conn().execute("SELECT path, sha256, text, data, bss, sections, id FROM objects "
                                     "WHERE build_id = ? ORDER BY path", (build_id,))
         return [ObjectRecord(p, h, t, d, b, json.loads(s), id=i) for p, h, t, d, b, s, i in rows]
+
+    @_retry_busy
+    def object_facts(self, build_id: int) -> dict[str, dict]:
+        rows = self._conn().execute("SELECT path, facts_z FROM objects WHERE build_id = ? AND facts_z IS NOT NULL "
+                                    "ORDER BY path", (build_id,))
+        return {p: json.loads(decompress(z)) for p, z in rows}
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:

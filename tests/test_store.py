@@ -31,6 +31,7 @@ def _record(path, sha, parent, obj_path, toolchain="gcc-12", findings=(), status
     if obj is not None:
         obj.functions = [FunctionRow("split_me", 10, "plain", True, 0, 0, 0, {"name": "split_me"})]
         obj.remarks = [RemarkRow("helper", "split_me", False, "call is unlikely", "x.c:3:1")]
+        obj.facts = {"path": str(obj_path), "functions": {"split_me": {"size": 10}}}
     rec = BuildRecord("t", Commit(sha, parent, f"subject {sha[:4]}", "A <a@b>", f"2024-01-0{len(sha) % 9}"),
                       toolchain, f"{toolchain} (Debian) 1.0", ConfigInfo("defconfig-x", config_hash="h",
                                                                           config_text="CONFIG_X=y\n"),
@@ -191,6 +192,8 @@ def test_queries(tmp_path, compile_c):
     assert s.function_history("no_such_function") == []
     assert s.remarks_for(b2)[0].reason == "call is unlikely"
     assert s.functions_for(b2)[0].facts == {"name": "split_me"}
+    assert s.object_facts(b2) == {"x.o": {"path": str(b), "functions": {"split_me": {"size": 10}}}}
+    assert s.object_facts(fail) == {}
     matrix = {r.name: r for r in s.toolchain_matrix("b" * 40)}
     assert set(matrix["split_me"].cells) == {"gcc-12", "clang-19"}
     s.record_comparison(b2, b1, [FindingRow("newly_inlined", "helper")])

@@ -2,6 +2,9 @@
 -- Builds stored by version 1 have analysis_version 0: the pipeline analyzes them again.
 
 ALTER TABLE builds ADD COLUMN analysis_version INTEGER NOT NULL DEFAULT 0;
+-- The analyzer's whole ObjectFacts (to_dict JSON, zlib), so head-vs-base findings can be
+-- computed later from the store alone, without the .o files.
+ALTER TABLE objects ADD COLUMN facts_z BLOB;
 
 -- One row per function of an object (FunctionFacts); the full fact record is kept as JSON
 -- so fields the analyzer adds later survive without a migration.

@@ -1,0 +1,96 @@
+"""Builds for the pipeline: one call per (commit, toolchain), results as plain data.
+
+Adapter over the toolchain layer so the pipeline does not depend on how builds
+are run. Until toolchains.build (the toolchain matrix issue) exists this drives
+toolchains.kbuild directly, one object at a time, keeping each object per
+commit under <cache>/objects/<toolchain>/<config>/<sha>/<target>.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from toolchains.errors import BuildError
+from toolchains.kbuild import Config, build_object
+from toolchains.registry import Toolchain, load
+from toolchains.source import cache_dir
+from toolchains.worktree import ensure_worktree
+
+
+@dataclass
+class Built:
+    """What one build of one commit under one toolchain produced."""
+    sha: str
+    toolchain: str
+    compiler_version: str
+    family: str
+    config_key: str
+    config_hash: str
+    config_text: str | None
+    status: str                                   # ok | failed | timeout | killed
+    method: str
+    seconds: float
+    log: str
+    errors: list[str]
+    objects: dict[str, Path] = field(default_factory=dict)          # target -> object file
+    remarks: dict[str, list[Path]] = field(default_factory=dict)    # target -> compiler remark files
+    source: Path | None = None                    # a checkout of the commit (for declarations)
+
+
+_versions: dict[str, str] = {}
+
+
+def toolchain_info(name: str) -> tuple[Toolchain, str]:
+    """The registry entry and exact compiler version (BuildError when unknown or not installed)."""
+    tc = load(name)
+    if name not in _versions:
+        _versions[name] = tc.version()
+    return tc, _versions[name]
+
+
+def config_key(config: Config | None = None) -> str:
+    return (config or Config()).key
+
+
+def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,
+          log: Callable[[str], None] = lambda s: None) -> Built:
+    config = config or Config()
+    tc, version = toolchain_info(toolchain)
+    cache = cache_dir()
+    wt_path = cache / "worktrees" / f"{tc.name}-{config.key}"
+    build_dir = cache / "build" / f"{tc.name}-{config.key}"
+    t0 = time.monotonic()
+    objects: dict[str, Path] = {}
+    logs: list[str] = []
+    errors: list[str] = []
+    status, method = "ok", "cached"
+    wt = None
+    for target in targets:
+        keep = cache / "objects" / tc.name / config.key / sha / target
+        if keep.exists():
+            objects[target] = keep
+            continue
+        method = "kbuild"
+        try:
+            wt = ensure_worktree(tree, wt_path, sha)
+            res = build_object(wt, build_dir, tc, target, config)
+        except BuildError as e:
+            status = "timeout" if "timed out" in str(e) else "failed"
+            errors.append(str(e))
+            logs.append(str(e))
+            continue
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        tmp = keep.with_suffix(".tmp")
+        shutil.copyfile(res.object_path, tmp)
+        tmp.rename(keep)
+        objects[target] = keep
+        logs.append(res.log)
+    cfg = build_dir / ".config"
+    text = cfg.read_text() if cfg.exists() else None
+    return Built(sha, tc.name, version, tc.family, config.key,
+                 hashlib.sha256(text.encode()).hexdigest() if text else "", text, status, method,
+                 time.monotonic() - t0, "\n".join(logs), errors, objects, {}, wt)

@@ -1,0 +1,140 @@
+"""``sizewatch run``, ``history`` and ``report``: thin click layers over ci.pipeline and the store.
+
+Every expected failure (bad input, build set-up, store) is one line on stderr and exit 1.
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import click
+
+
+def _split(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    from analyzer.errors import InputError
+    from db.errors import StoreError
+    from toolchains.errors import BuildError
+    try:
+        yield
+    except (InputError, BuildError, StoreError) as e:
+        click.echo(f"sizewatch: {e}", err=True)
+        sys.exit(1)
+
+
+def _store(db: str | None):
+    from db.store import open_store
+    return open_store(db)
+
+
+db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
+                         help="store file (default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
+
+
+@click.command("run")
+@click.option("--tree", default="6.1", show_default=True,
+              help="kernel git tree: a Debian linux-source version (6.1) or a path")
+@click.argument("commits", required=False)
+@click.option("--series", "mbox", type=click.Path(dir_okay=False, path_type=Path),
+              help="a patch series as an mbox (git format-patch output)")
+@click.option("--base", help="base commit for the series when its base-commit: is not in the tree")
+@click.option("--toolchains", default="gcc-12,clang-19", show_default=True)
+@click.option("--targets", default="mm/page_alloc.o", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
+@db_option
+def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
+            targets: str, as_json: bool, as_md: bool, db: str | None) -> None:
+    """Build and analyze COMMITS (A..B) or a --series, store the results, print the per-patch report.
+
+    What the store already holds is not built again: a second run prints the same report at once.
+    """
+    from ci import pipeline, render
+    from analyzer.errors import InputError
+    with _one_line_errors():
+        if bool(commits) == bool(mbox):
+            raise InputError("give either a commit range A..B or --series FILE.mbox")
+        if mbox is not None and not mbox.is_file():
+            raise InputError(f"{mbox}: no such mbox file")
+        with _store(db) as store:
+            report, stats = pipeline.run(store, tree, commits, mbox, base, _split(toolchains) or [],
+                                         _split(targets) or [])
+            click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
+                       f"stored, {stats.failed} failed; store {store.path}", err=True)
+            click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
+                       else render.text(report), nl=False)
+
+
+@click.command("report")
+@click.argument("ref")
+@click.option("--toolchains", default=None, help="only these toolchains (comma-separated)")
+@click.option("--targets", default=None, help="only these targets (comma-separated)")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--markdown", "as_md", is_flag=True)
+@db_option
+def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: bool, as_md: bool,
+               db: str | None) -> None:
+    """Print the stored report of a COMMIT (sha or prefix) or a SERIES (id or message-id)."""
+    from ci import render
+    from db.errors import StoreError
+    from db.reports import commit_report, series_report
+    with _one_line_errors():
+        with _store(db) as store:
+            tcs, tgs = _split(toolchains), _split(targets)
+            if ref.isdigit() or "@" in ref:
+                report = series_report(store, ref, tcs, tgs)
+            else:
+                commit = store.get_commit(ref)
+                if commit is None:
+                    raise StoreError(f"{ref!r}: no such commit or series in the store")
+                report = commit_report(store, commit.sha, commit.tree, tcs, tgs)
+            click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
+                       else render.text(report), nl=False)
+
+
+@click.command("history")
+@click.argument("function")
+@click.option("--toolchain", default=None, help="only this toolchain")
+@click.option("--target", default=None, help="only this target")
+@click.option("--json", "as_json", is_flag=True)
+@db_option
+def history_cmd(function: str, toolchain: str | None, target: str | None, as_json: bool, db: str | None) -> None:
+    """Size and inline status of FUNCTION (with its clones) across the stored commits."""
+    import json
+    from db.errors import StoreError
+    with _one_line_errors():
+        with _store(db) as store:
+            points = store.function_history(function, toolchain, target=target)
+            if not points:
+                raise StoreError(f"{function}: not found in any stored build")
+            if as_json:
+                click.echo(json.dumps([p.to_dict() for p in points], indent=2))
+                return
+            click.echo(f"{'commit':12}  {'toolchain':9}  {'size':>6}  {'delta':>6}  {'inline status':28}  subject")
+            last: dict[str, int | None] = {}
+            for p in points:
+                size = p.size if p.size is not None else 0
+                prev = last.get(p.toolchain)
+                delta = "" if prev is None else f"{size - prev:+d}"
+                last[p.toolchain] = size
+                click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
+                           f"{p.subject[:60]}")
+
+
+def _status(p) -> str:
+    if p.declared is None:
+        return "out of line" if p.size else "no out-of-line copy"
+    where = "out of line" if p.out_of_line else "inlined only"
+    n = f", inlined {p.inlined_count}x" if p.inlined_count else ""
+    return f"{p.declared}: {where}{n}"
+
+
+COMMANDS = (run_cmd, report_cmd, history_cmd)

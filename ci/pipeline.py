@@ -1,0 +1,238 @@
+"""``sizewatch run``: build and analyze every commit of a range or series that the store lacks,
+store it (one transaction per build), then report each patch against its parent from the store.
+
+Stages, each skipping what is already stored so that a re-run (or a run after a
+``kill -9``) only does what is missing:
+  1. commits: a range ``A..B`` (first-parent) or an mbox applied with ``git am``;
+  2. builds: (commit × toolchain × config) with all targets, analyzed with the remarks
+     collected in the same compile, written by ``Store.record_build``;
+  3. comparisons: head-vs-parent findings per (toolchain, target), ``Store.record_comparison``;
+  4. report: regenerated from the store (db.reports), never from the objects.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from analyzer.errors import InputError
+from ci import analysis, builder
+from ci.objects import object_record
+from ci.series import MboxSeries, apply as apply_series, pick_base, read_mbox
+from db.errors import StoreError
+from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, Series, SeriesPatch
+from db.reports import PatchReport, SeriesReport, commit_report, series_report
+from db.store import Store
+from toolchains.errors import BuildError
+from toolchains.kbuild import Config
+from toolchains.source import cache_dir, ensure_source, git
+from toolchains.worktree import ensure_worktree, resolve
+
+DEFAULT_TOOLCHAINS = ("gcc-12", "clang-19")
+DEFAULT_TARGETS = ("mm/page_alloc.o",)
+
+
+@dataclass(frozen=True)
+class Tree:
+    name: str        # the store's name for it: linux-6.1, or the directory name of a user tree
+    path: Path
+
+
+def open_tree(spec: str) -> Tree:
+    """``6.1`` (Debian's linux-source, made a git tree on first use) or a path to a git tree."""
+    p = Path(spec).expanduser()
+    if p.exists():
+        if not (p / ".git").exists():
+            raise InputError(f"{spec}: not a git tree")
+        return Tree(p.resolve().name, p.resolve())
+    if spec.replace(".", "").isdigit():
+        src = ensure_source(spec)
+        return Tree(f"linux-{spec}", src.path)
+    raise InputError(f"{spec}: no such tree (give a kernel version like 6.1 or a git tree path)")
+
+
+def commit_info(tree: Tree, sha: str) -> Commit:
+    out = git(tree.path, "log", "-1", "--format=%H%x00%P%x00%s%x00%an <%ae>%x00%cI", sha)
+    full, parents, subject, author, date = out.rstrip("\n").split("\0")
+    return Commit(full, parents.split()[0] if parents.strip() else None, subject, author, date, tree.name)
+
+
+def range_commits(tree: Tree, spec: str) -> list[str]:
+    """``A..B``: the first-parent commits after A up to B, oldest first; a single rev is itself."""
+    if ".." in spec:
+        a, b = spec.split("..", 1)
+        a_sha, b_sha = resolve(tree.path, a or "HEAD"), resolve(tree.path, b or "HEAD")
+        shas = git(tree.path, "rev-list", "--reverse", "--first-parent", f"{a_sha}..{b_sha}").split()
+        if not shas:
+            raise InputError(f"{spec}: no commits in that range")
+        return shas
+    return [resolve(tree.path, spec)]
+
+
+@dataclass
+class RunPlan:
+    tree: Tree
+    commits: list[Commit]                 # to report on, oldest first
+    to_build: list[Commit]                # commits plus the parents they are compared with
+    series: Series | None = None
+
+
+@dataclass
+class RunStats:
+    built: int = 0
+    stored: int = 0                       # already in the store: nothing to do
+    reanalyzed: int = 0
+    failed: int = 0
+    compared: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+def plan_range(store: Store, tree: Tree, spec: str) -> RunPlan:
+    shas = range_commits(tree, spec)
+    commits = [commit_info(tree, s) for s in shas]
+    parents = [commit_info(tree, c.parent_sha) for c in commits[:1] if c.parent_sha]
+    store.record_commits(tree.name, parents + commits)
+    return RunPlan(tree, commits, parents + commits)
+
+
+def plan_series(store: Store, tree: Tree, mbox: Path, base: str | None = None,
+                cover: Path | None = None) -> RunPlan:
+    """Apply the series patch by patch and record it (with the patch that did not apply, if any)."""
+    if cover is None:
+        guess = mbox.with_name(mbox.stem + ".cover-letter.eml")
+        cover = guess if guess.exists() else None
+    ser: MboxSeries = read_mbox(mbox, cover)
+    base_sha = pick_base(tree.path, ser, base)
+    applied = apply_series(tree.path, ser, base_sha, cache_dir() / "worktrees" / f"am-{tree.name}")
+    base_commit = commit_info(tree, base_sha)
+    commits = [commit_info(tree, a.commit) for a in applied if a.commit]
+    failed = next((a for a in applied if a.status == "failed"), None)
+    rec = Series(tree.name, ser.message_id, ser.subject, ser.version,
+                 (ser.cover or ser.patches[0]).author, (ser.cover or ser.patches[0]).date,
+                 ser.cover.body if ser.cover else "", base_sha,
+                 "failed" if failed else "applied",
+                 f"patch {failed.position} does not apply: {failed.error}" if failed else "",
+                 patches=[SeriesPatch(a.position, a.subject, a.message_id, a.author, a.commit, a.status, a.error)
+                          for a in applied])
+    store.record_commits(tree.name, [base_commit, *commits])
+    rec.id = store.record_series(rec)
+    return RunPlan(tree, commits, [base_commit, *commits], rec)
+
+
+def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str) -> int:
+    """Analyze one target of a build and write it all (one build row) in one transaction."""
+    objects, findings = [], []
+    path = done.objects.get(target)
+    if path is not None:
+        obj = object_record(path, target)
+        res = analysis.analyze(path, done.source, done.remarks.get(target, []))
+        obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
+        findings += res.findings
+        objects.append(obj)
+        status = "ok"
+    else:
+        status = done.status if done.status != "ok" else "failed"
+    errors = done.errors if path is None or done.status != "ok" else []
+    if path is None and not errors:
+        errors = [f"no object {target} after the build"]
+    rec = BuildRecord(tree.name, commit, done.toolchain, done.compiler_version,
+                      ConfigInfo(done.config_key, config_hash=done.config_hash, config_text=done.config_text),
+                      target, status, done.family, done.method, done.seconds, log=done.log,
+                      errors=errors, objects=objects, findings=findings,
+                      analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
+                      tree_path=str(tree.path))
+    return store.record_build(rec)
+
+
+def _done(have, wanted_analysis: int) -> bool:
+    return have is not None and (have.status != "ok" or have.analysis_version >= wanted_analysis)
+
+
+def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+              config: Config | None = None, progress: Callable[[str], None] = lambda s: None) -> RunStats:
+    """Stage 2: every (commit, toolchain, target) the store lacks, built, analyzed and stored."""
+    stats = RunStats()
+    key = builder.config_key(config)
+    for tc in toolchains:
+        _, version = builder.toolchain_info(tc)
+        for commit in plan.to_build:
+            have = {t: store.find_build(plan.tree.name, commit.sha, tc, key, t, version) for t in targets}
+            todo = [t for t in targets if not _done(have[t], analysis.ANALYSIS_VERSION)]
+            stats.stored += len(targets) - len(todo)
+            if not todo:
+                continue
+            done = builder.build(plan.tree.path, commit.sha, tc, todo, config)
+            if done.source is None and analysis.available():       # a checkout for the declarations
+                done.source = ensure_worktree(plan.tree.path, cache_dir() / "worktrees" / f"analyze-{plan.tree.name}",
+                                              commit.sha)
+            for t in todo:
+                _record(store, plan.tree, commit, done, t)
+                if have[t] is not None:
+                    stats.reanalyzed += 1
+                else:
+                    stats.built += 1
+                if t not in done.objects:
+                    stats.failed += 1
+            line = (f"{tc:9} {commit.sha[:12]} {' '.join(todo)}: {done.status} ({done.method}, {done.seconds:.1f} s)"
+                    + (f": {done.errors[0]}" if done.errors else ""))
+            stats.lines.append(line)
+            progress(line)
+    return stats
+
+
+def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+                config: Config | None = None) -> int:
+    """Stage 3: head-vs-parent findings for every stored pair not compared yet."""
+    key = builder.config_key(config)
+    n = 0
+    for tc in toolchains:
+        _, version = builder.toolchain_info(tc)
+        for commit in plan.commits:
+            if not commit.parent_sha:
+                continue
+            for target in targets:
+                head = store.find_build(plan.tree.name, commit.sha, tc, key, target, version)
+                base = store.find_build(plan.tree.name, commit.parent_sha, tc, key, target, version)
+                if not head or not base or head.status != "ok" or base.status != "ok":
+                    continue
+                if store.has_comparison(head.id, base.id):
+                    continue
+                findings: list[FindingRow] = []
+                base_facts, head_facts = store.object_facts(base.id), store.object_facts(head.id)
+                for path, hf in head_facts.items():
+                    if path in base_facts:
+                        findings += analysis.compare(base_facts[path], hf)
+                store.record_comparison(head.id, base.id, findings)
+                n += 1
+    return n
+
+
+def report(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str]) -> SeriesReport | list[PatchReport]:
+    """Stage 4, from the store alone."""
+    if plan.series is not None:
+        return series_report(store, plan.series.id, toolchains, targets)
+    return [commit_report(store, c.sha, plan.tree.name, toolchains, targets) for c in plan.commits]
+
+
+def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path | None = None,
+        base: str | None = None, toolchains: list[str] = list(DEFAULT_TOOLCHAINS),
+        targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
+        progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)):
+    """The whole pipeline; returns (report, stats)."""
+    for tc in toolchains:
+        builder.toolchain_info(tc)          # unknown or missing toolchains fail before any work
+    tree = open_tree(tree_spec)
+    if mbox is not None:
+        plan = plan_series(store, tree, mbox, base)
+    elif range_spec:
+        plan = plan_range(store, tree, range_spec)
+    else:
+        raise InputError("give a commit range A..B or --series FILE.mbox")
+    stats = build_all(store, plan, toolchains, targets, config, progress)
+    stats.compared = compare_all(store, plan, toolchains, targets, config)
+    return report(store, plan, toolchains, targets), stats
+
+
+__all__ = ["run", "open_tree", "plan_range", "plan_series", "build_all", "compare_all", "report", "RunPlan",
+           "RunStats", "Tree", "BuildError", "StoreError"]
