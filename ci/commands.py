@@ -71,6 +71,9 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
                        else render.text(report), nl=False)
+            failed = getattr(report, "series", None)
+            if failed is not None and failed.status != "applied":
+                raise InputError(failed.error or "the series did not apply")
 
 
 @click.command("report")

@@ -52,10 +52,24 @@ def open_tree(spec: str) -> Tree:
     raise InputError(f"{spec}: no such tree (give a kernel version like 6.1 or a git tree path)")
 
 
-def commit_info(tree: Tree, sha: str) -> Commit:
+def commit_info(tree: Tree, sha: str, parent: Commit | None = None) -> Commit:
+    """Metadata of one commit; its generation from ``parent`` when that is its first parent."""
     out = git(tree.path, "log", "-1", "--format=%H%x00%P%x00%s%x00%an <%ae>%x00%cI", sha)
     full, parents, subject, author, date = out.rstrip("\n").split("\0")
-    return Commit(full, parents.split()[0] if parents.strip() else None, subject, author, date, tree.name)
+    first = parents.split()[0] if parents.strip() else None
+    if parent is not None and parent.sha == first and parent.generation is not None:
+        gen = parent.generation + 1
+    else:
+        gen = int(git(tree.path, "rev-list", "--count", "--first-parent", full).strip())
+    return Commit(full, first, subject, author, date, tree.name, generation=gen)
+
+
+def commit_chain(tree: Tree, shas: list[str], parent: Commit | None = None) -> list[Commit]:
+    out = []
+    for sha in shas:
+        parent = commit_info(tree, sha, parent)
+        out.append(parent)
+    return out
 
 
 def range_commits(tree: Tree, spec: str) -> list[str]:
@@ -90,8 +104,9 @@ class RunStats:
 
 def plan_range(store: Store, tree: Tree, spec: str) -> RunPlan:
     shas = range_commits(tree, spec)
-    commits = [commit_info(tree, s) for s in shas]
-    parents = [commit_info(tree, c.parent_sha) for c in commits[:1] if c.parent_sha]
+    first = commit_info(tree, shas[0])
+    parents = [commit_info(tree, first.parent_sha)] if first.parent_sha else []
+    commits = commit_chain(tree, shas, parents[0] if parents else None)
     store.record_commits(tree.name, parents + commits)
     return RunPlan(tree, commits, parents + commits)
 
@@ -106,7 +121,7 @@ def plan_series(store: Store, tree: Tree, mbox: Path, base: str | None = None,
     base_sha = pick_base(tree.path, ser, base)
     applied = apply_series(tree.path, ser, base_sha, cache_dir() / "worktrees" / f"am-{tree.name}")
     base_commit = commit_info(tree, base_sha)
-    commits = [commit_info(tree, a.commit) for a in applied if a.commit]
+    commits = commit_chain(tree, [a.commit for a in applied if a.commit], base_commit)
     failed = next((a for a in applied if a.status == "failed"), None)
     rec = Series(tree.name, ser.message_id, ser.subject, ser.version,
                  (ser.cover or ser.patches[0]).author, (ser.cover or ser.patches[0]).date,

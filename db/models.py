@@ -16,6 +16,7 @@ class Commit:
     date: str = ""                 # committer date, ISO 8601
     tree: str = ""
     id: int | None = None
+    generation: int | None = None  # first-parent depth: orders commits along history
 
     def to_dict(self) -> dict:
         return asdict(self)

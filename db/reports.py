@@ -80,6 +80,12 @@ class SeriesReport:
         return {"series": d, "patches": [p.to_dict() for p in self.patches]}
 
 
+def toolchain_key(name: str) -> tuple:
+    """Display order of toolchains: gcc first, then clang, each by version (gcc-11 before gcc-12)."""
+    fam, _, ver = name.partition("-")
+    return (fam != "gcc", fam, int(ver) if ver.isdigit() else 0, name)
+
+
 def _wanted(b: Build, toolchains: list[str] | None, targets: list[str] | None) -> bool:
     return (not toolchains or b.toolchain in toolchains) and (not targets or b.target in targets)
 
@@ -108,8 +114,9 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     latest: dict[tuple, Build] = {}
     for b in builds:                    # several compiler versions of one name: the latest build
         latest[(b.toolchain, b.config_key, b.target)] = b
-    order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's toolchain order, else by name
-    chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), b.toolchain, b.target))
+    order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's order, else gcc then clang by version
+    chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), toolchain_key(b.toolchain),
+                                                    b.target))
     reps = [toolchain_report(store, b, commit.parent_sha) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
 

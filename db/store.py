@@ -286,12 +286,14 @@ class SqliteStore(Store):
 
     def _commit_id(self, conn: sqlite3.Connection, tree_id: int, c: Commit) -> int:
         conn.execute(
-            "INSERT INTO commits(tree_id, sha, parent_sha, subject, author, date) VALUES (?, ?, ?, ?, ?, ?) "
+            "INSERT INTO commits(tree_id, sha, parent_sha, subject, author, date, generation) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(tree_id, sha) DO UPDATE SET parent_sha = coalesce(excluded.parent_sha, parent_sha), "
+            "generation = coalesce(excluded.generation, generation), "
             "subject = CASE WHEN excluded.subject != '' THEN excluded.subject ELSE subject END, "
             "author = CASE WHEN excluded.author != '' THEN excluded.author ELSE author END, "
             "date = CASE WHEN excluded.date != '' THEN excluded.date ELSE date END",
-            (tree_id, c.sha, c.parent_sha, c.subject, c.author, c.date))
+            (tree_id, c.sha, c.parent_sha, c.subject, c.author, c.date, c.generation))
         return conn.execute("SELECT id FROM commits WHERE tree_id = ? AND sha = ?", (tree_id, c.sha)).fetchone()[0]
 
     # --- writes ---------------------------------------------------------------------------------
@@ -396,7 +398,7 @@ class SqliteStore(Store):
         rev = rev.strip().lower()
         if len(rev) < 4 or any(ch not in "0123456789abcdef" for ch in rev):
             return None
-        q = ("SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id FROM commits c "
+        q = ("SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id, c.generation FROM commits c "
              "JOIN trees t ON t.id = c.tree_id WHERE c.sha >= ? AND c.sha < ?")
         args: list = [rev, rev + "g"]
         if tree:
@@ -492,7 +494,8 @@ class SqliteStore(Store):
     @_retry_busy
     def function_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
                          target: str | None = None) -> list[HistoryPoint]:
-        """The function in every stored build where it has a symbol or inline facts, oldest commit first.
+        """The function in every stored build where it has a symbol or inline facts, along history
+        (commit generation, then date).
 
         ``size`` sums the function's text symbols and its clones (``name.part.0``,
         ``name.cold``, ``name.constprop.0``...): what the source function costs.
@@ -523,7 +526,7 @@ class SqliteStore(Store):
             if val:
                 q += f" AND {col} = ?"
                 args.append(val)
-        q += " ORDER BY c.date, c.id, tc.name, b.id"
+        q += " ORDER BY coalesce(c.generation, 0), c.date, c.id, tc.name, b.id"
         return [HistoryPoint(sha, subj, date, tc, ver, tgt, bid, st, size, decl,
                              None if ool is None else bool(ool), ic)
                 for sha, subj, date, tc, ver, tgt, bid, st, size, decl, ool, ic in conn.execute(q, args)]
@@ -558,7 +561,7 @@ class SqliteStore(Store):
     @_retry_busy
     def list_commits(self, limit: int = 50, offset: int = 0, tree: str | None = None) -> list[Commit]:
         """Most recently stored commits that have builds or belong to a series."""
-        q = ("SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id FROM commits c "
+        q = ("SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id, c.generation FROM commits c "
              "JOIN trees t ON t.id = c.tree_id WHERE (EXISTS (SELECT 1 FROM builds b WHERE b.commit_id = c.id) "
              "OR EXISTS (SELECT 1 FROM series_patches p WHERE p.commit_sha = c.sha))")
         args: list = []

@@ -57,6 +57,24 @@ def test_migrations_from_empty_file(tmp_path):
     assert migrate_mod.migrate(sqlite3.connect(db, isolation_level=None)) == []
 
 
+def _raw_build(db: Path, sym_names: list[str]) -> None:
+    """A build written with plain SQL in the columns every schema version has (as an old sizewatch wrote it)."""
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        INSERT INTO trees(name) VALUES ('t');
+        INSERT INTO commits(tree_id, sha, subject) VALUES (1, 'abcd1234', 'old commit');
+        INSERT INTO toolchains(name, version) VALUES ('gcc-12', 'v');
+        INSERT INTO configs(key) VALUES ('k');
+        INSERT INTO builds(commit_id, toolchain_id, config_id, target, status) VALUES (1, 1, 1, 'x.o', 'ok');
+        INSERT INTO objects(build_id, path) VALUES (1, 'x.o');
+    """)
+    for i, n in enumerate(sym_names):
+        conn.execute("INSERT INTO names(name) VALUES (?)", (n,))
+        conn.execute("INSERT INTO symbols(object_id, name_id, size, letter) VALUES (1, ?, ?, 'T')", (i + 1, 10 + i))
+    conn.commit()
+    conn.close()
+
+
 def test_migration_from_previous_version_keeps_data(tmp_path, compile_c):
     a, _ = _objects(compile_c)
     db = tmp_path / "s.db"
@@ -64,14 +82,19 @@ def test_migration_from_previous_version_keeps_data(tmp_path, compile_c):
     prev = versions[-2]
     old = open_store(db, upto=prev)
     assert old.schema_version == prev
-    bid = old.record_build(_record(db, "a" * 40, None, a))
     old.close()
+    _raw_build(db, ["f", "g"])
     new = open_store(db)
     assert new.schema_version == versions[-1]
-    assert new.get_build(bid).status == "ok"
+    (b,) = new.builds_for_commit("abcd1234")
+    assert b.status == "ok" and new.get_commit("abcd").subject == "old commit"
+    assert [(r.name, r.size) for r in new.symbols_for(b.id)] == [("f", 10), ("g", 11)]
+    # the migrated store takes new results
+    bid = new.record_build(_record(db, "a" * 40, "abcd1234", a))
     assert len(new.symbols_for(bid)) == len(object_record(a, "x.o").symbols)
     sid = new.record_series(Series("t", "<m@x>", "s", patches=[SeriesPatch(1, "p", commit_sha="a" * 40)]))
     assert new.get_series(sid).patches[0].commit_sha == "a" * 40
+    assert [h.commit_sha for h in new.function_history("f")] == ["abcd1234"]
 
 
 def test_migration_from_version_1_marks_builds_for_reanalysis(tmp_path):
