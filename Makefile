@@ -5,7 +5,12 @@ install:
 	@bash scripts/install.sh
 
 run: install
-	.venv/bin/sizewatch example
+	.venv/bin/sizewatch run --series examples/rmqueue-always-inline.mbox \
+	    --toolchains gcc-11,gcc-12,clang-14,clang-16,clang-19 --targets mm/page_alloc.o
+	@echo
+	@echo "Results are stored in $$(.venv/bin/python -c 'from db.store import default_path; print(default_path())')."
+	@echo "Open the dashboard: .venv/bin/sizewatch serve   (then http://127.0.0.1:5000/)"
+	@echo "Ask the store:      .venv/bin/sizewatch history get_page_from_freelist --toolchain clang-19"
 
 test: install
 	.venv/bin/python -m pytest -q -rs

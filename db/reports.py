@@ -90,7 +90,16 @@ def _wanted(b: Build, toolchains: list[str] | None, targets: list[str] | None) -
     return (not toolchains or b.toolchain in toolchains) and (not targets or b.target in targets)
 
 
-def toolchain_report(store: Store, build: Build, parent_sha: str | None) -> ToolchainReport:
+def _symbols(store: Store, build_id: int, cache: dict | None) -> SymbolSet:
+    if cache is None:
+        return symbol_set(store.symbols_for(build_id))
+    if build_id not in cache:
+        cache[build_id] = symbol_set(store.symbols_for(build_id))
+    return cache[build_id]
+
+
+def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: dict | None = None) -> ToolchainReport:
+    """``cache`` (build id -> SymbolSet) lets a series report read each patch's symbols once."""
     rep = ToolchainReport(build.toolchain, build.toolchain_version, build.target, build.config_key,
                           build.status, build.id, errors=build.errors, seconds=build.seconds,
                           analyzed=build.analysis_version > 0)
@@ -99,14 +108,13 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None) -> Tool
     if base is not None:
         rep.base_build_id, rep.base_status = base.id, base.status
     if base is not None and base.status == "ok" and build.status == "ok":
-        rep.tables = bloat.diff(symbol_set(store.symbols_for(base.id), "base"),
-                                symbol_set(store.symbols_for(build.id), "head"))
+        rep.tables = bloat.diff(_symbols(store, base.id, cache), _symbols(store, build.id, cache))
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     return rep
 
 
 def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: list[str] | None = None,
-                  targets: list[str] | None = None) -> PatchReport:
+                  targets: list[str] | None = None, cache: dict | None = None) -> PatchReport:
     commit = store.get_commit(rev, tree)
     if commit is None:
         raise StoreError(f"commit {rev!r} is not in the store")
@@ -117,7 +125,7 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's order, else gcc then clang by version
     chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), toolchain_key(b.toolchain),
                                                     b.target))
-    reps = [toolchain_report(store, b, commit.parent_sha) for b in chosen]
+    reps = [toolchain_report(store, b, commit.parent_sha, cache) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
 
 
@@ -127,9 +135,10 @@ def series_report(store: Store, ref: int | str, toolchains: list[str] | None = N
     if series is None:
         raise StoreError(f"series {ref!r} is not in the store")
     patches = []
+    cache: dict = {}
     for p in series.patches:
         if p.commit_sha:
-            rep = commit_report(store, p.commit_sha, series.tree, toolchains, targets)
+            rep = commit_report(store, p.commit_sha, series.tree, toolchains, targets, cache)
             rep.position, rep.subject, rep.status, rep.error = p.position, p.subject, p.status, p.error
         else:
             rep = PatchReport(None, p.position, p.subject, p.status, p.error)

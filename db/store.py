@@ -503,33 +503,32 @@ class SqliteStore(Store):
         conn = self._conn()
         ids = [i for (i,) in conn.execute("SELECT id FROM names WHERE name = ? OR (name > ? AND name < ?)",
                                           (name, name + ".", name + "/"))]
-        exact = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
-        q = (f"""
-        WITH sym AS (
-            SELECT o.build_id AS bid, sum(s.size) AS size FROM symbols s JOIN objects o ON o.id = s.object_id
-            WHERE s.name_id IN ({marks}) AND s.letter IN ('t','T','w','W') GROUP BY o.build_id),
-        fn AS (
-            SELECT o.build_id AS bid, f.declared, f.out_of_line, f.inlined_count FROM functions f
-            JOIN objects o ON o.id = f.object_id WHERE f.name_id = ?)
-        SELECT c.sha, c.subject, c.date, tc.name, tc.version, b.target, b.id, b.status,
-               sym.size, fn.declared, fn.out_of_line, fn.inlined_count
-        FROM builds b
-        JOIN commits c ON c.id = b.commit_id JOIN trees t ON t.id = c.tree_id
-        JOIN toolchains tc ON tc.id = b.toolchain_id
-        LEFT JOIN sym ON sym.bid = b.id LEFT JOIN fn ON fn.bid = b.id
-        WHERE (sym.size IS NOT NULL OR fn.declared IS NOT NULL)""")
-        args: list = [*ids, exact[0] if exact else -1]
+        exact = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+        # three index-only reads merged here: LEFT JOINs of aggregates make sqlite rescan per build
+        sizes = dict(conn.execute(
+            f"SELECT o.build_id, sum(s.size) FROM symbols s JOIN objects o ON o.id = s.object_id "
+            f"WHERE s.name_id IN ({','.join('?' * len(ids))}) AND s.letter IN ('t','T','w','W') GROUP BY o.build_id",
+            ids))
+        facts = {bid: (decl, bool(ool), ic) for bid, decl, ool, ic in conn.execute(
+            "SELECT o.build_id, f.declared, f.out_of_line, f.inlined_count FROM functions f "
+            "JOIN objects o ON o.id = f.object_id WHERE f.name_id = ?", (exact[0] if exact else -1,))}
+        wanted = sorted(sizes.keys() | facts.keys())
+        if not wanted:
+            return []
+        q = ("SELECT c.sha, c.subject, c.date, tc.name, tc.version, b.target, b.id, b.status FROM builds b "
+             "JOIN commits c ON c.id = b.commit_id JOIN trees t ON t.id = c.tree_id "
+             "JOIN toolchains tc ON tc.id = b.toolchain_id WHERE b.id IN (SELECT value FROM json_each(?))")
+        args: list = [json.dumps(wanted)]
         for col, val in (("tc.name", toolchain), ("t.name", tree), ("b.target", target)):
             if val:
                 q += f" AND {col} = ?"
                 args.append(val)
         q += " ORDER BY coalesce(c.generation, 0), c.date, c.id, tc.name, b.id"
-        return [HistoryPoint(sha, subj, date, tc, ver, tgt, bid, st, size, decl,
-                             None if ool is None else bool(ool), ic)
-                for sha, subj, date, tc, ver, tgt, bid, st, size, decl, ool, ic in conn.execute(q, args)]
+        none = (None, None, None)
+        return [HistoryPoint(sha, subj, date, tc, ver, tgt, bid, st, sizes.get(bid), *facts.get(bid, none))
+                for sha, subj, date, tc, ver, tgt, bid, st in conn.execute(q, args)]
 
     @_retry_busy
     def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None) -> list[MatrixRow]:
