@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from toolchains.errors import BuildError
+from toolchains.locks import file_lock
 from toolchains.kbuild import Config, build_object
 from toolchains.registry import Toolchain, load
 from toolchains.source import cache_dir
@@ -56,12 +57,29 @@ def config_key(config: Config | None = None) -> str:
     return (config or Config()).key
 
 
+def _worktree_path(toolchain: str, config: Config) -> Path:
+    return cache_dir() / "worktrees" / f"{toolchain}-{config.key}"
+
+
+def checkout(tree: Path, sha: str, toolchain: str, config: Config | None = None) -> Path:
+    """The toolchain's worktree at ``sha`` (source for the analyzer's declaration lookups)."""
+    config = config or Config()
+    with file_lock(cache_dir() / f".pipeline-{toolchain}-{config.key}.lock"):
+        return ensure_worktree(tree, _worktree_path(toolchain, config), sha)
+
+
 def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,
           log: Callable[[str], None] = lambda s: None) -> Built:
+    """Build ``targets`` at ``sha``; one pipeline at a time per (toolchain, config) worktree and build dir."""
     config = config or Config()
+    with file_lock(cache_dir() / f".pipeline-{toolchain}-{config.key}.lock"):
+        return _build(tree, sha, toolchain, targets, config)
+
+
+def _build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config) -> Built:
     tc, version = toolchain_info(toolchain)
     cache = cache_dir()
-    wt_path = cache / "worktrees" / f"{tc.name}-{config.key}"
+    wt_path = _worktree_path(tc.name, config)
     build_dir = cache / "build" / f"{tc.name}-{config.key}"
     t0 = time.monotonic()
     objects: dict[str, Path] = {}

@@ -27,7 +27,8 @@ from db.store import Store
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config
 from toolchains.source import cache_dir, ensure_source, git
-from toolchains.worktree import ensure_worktree, resolve
+from toolchains.locks import file_lock
+from toolchains.worktree import resolve
 
 DEFAULT_TOOLCHAINS = ("gcc-12", "clang-19")
 DEFAULT_TARGETS = ("mm/page_alloc.o",)
@@ -119,7 +120,9 @@ def plan_series(store: Store, tree: Tree, mbox: Path, base: str | None = None,
         cover = guess if guess.exists() else None
     ser: MboxSeries = read_mbox(mbox, cover)
     base_sha = pick_base(tree.path, ser, base)
-    applied = apply_series(tree.path, ser, base_sha, cache_dir() / "worktrees" / f"am-{tree.name}")
+    scratch = cache_dir() / "worktrees" / f"am-{tree.name}"
+    with file_lock(scratch.with_name(f".am-{tree.name}.lock")):        # one git am at a time per scratch tree
+        applied = apply_series(tree.path, ser, base_sha, scratch)
     base_commit = commit_info(tree, base_sha)
     commits = commit_chain(tree, [a.commit for a in applied if a.commit], base_commit)
     failed = next((a for a in applied if a.status == "failed"), None)
@@ -179,8 +182,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
                 continue
             done = builder.build(plan.tree.path, commit.sha, tc, todo, config)
             if done.source is None and analysis.available():       # a checkout for the declarations
-                done.source = ensure_worktree(plan.tree.path, cache_dir() / "worktrees" / f"analyze-{plan.tree.name}",
-                                              commit.sha)
+                done.source = builder.checkout(plan.tree.path, commit.sha, tc, config)
             for t in todo:
                 _record(store, plan.tree, commit, done, t)
                 if have[t] is not None:
