@@ -1,0 +1,159 @@
+"""Direct calls and tail jumps of every function, from x86-64 machine code (capstone).
+
+A ``call``/``jmp``/``jcc`` rel32 target is, in order: the relocation at the
+rel32 field (``R_X86_64_PLT32``/``PC32`` against a symbol, or a section
+symbol plus addend: target = S + A + 4), else the immediate itself (gas
+resolves calls within a section in gcc objects and leaves no relocation).
+Addresses use the relocs module's virtual link, so a jump from ``.text`` to
+``foo.cold`` in ``.text.unlikely`` resolves like any other.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzer.clones import parse as parse_clone
+from analyzer.elf import SHF_EXECINSTR, SHT_NOBITS, ElfImage, SymbolTable
+from analyzer.errors import InputError
+from analyzer.relocs import read_relocations, section_bases, symbol_addresses
+
+EM_X86_64 = 62
+_BRANCH_RELOCS = (2, 4)        # R_X86_64_PC32, R_X86_64_PLT32
+
+
+@dataclass(frozen=True)
+class CallSite:
+    caller: str           # function symbol holding the instruction
+    target: str           # called function symbol (or undefined symbol name)
+    section: str
+    offset: int           # instruction offset in its section
+    kind: str             # 'call' | 'tail' (jmp/jcc leaving the function)
+    via: str              # 'reloc' | 'immediate'
+
+    def to_dict(self) -> dict:
+        return {"caller": self.caller, "target": self.target, "section": self.section,
+                "offset": self.offset, "kind": self.kind, "via": self.via}
+
+
+@dataclass
+class CallGraph:
+    sites: list[CallSite]
+    undecodable: int = 0          # bytes capstone could not decode (skipped)
+
+    def callers_of(self, name: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.sites:
+            if s.target == name:
+                out[s.caller] = out.get(s.caller, 0) + 1
+        return out
+
+
+class _Resolver:
+    """Address -> function symbol name over the whole (virtually linked) image."""
+
+    def __init__(self, img: ElfImage, table: SymbolTable, names: list[str]):
+        self.symaddr = symbol_addresses(img, table)
+        st = table.entries["info"] & 0xF
+        sizes = table.entries["size"]
+        idx = np.flatnonzero(((st == 2) | (st == 0)) & (table.shndx != 0) & (table.shndx < 0xFF00)
+                             & (sizes > 0))
+        order = np.argsort(self.symaddr[idx], kind="stable")
+        self.idx = idx[order]
+        self.start = self.symaddr[self.idx].astype(np.int64)
+        self.end = self.start + sizes[self.idx].astype(np.int64)
+        self.names = names
+
+    def at(self, addr: int) -> str | None:
+        i = int(np.searchsorted(self.start, addr, side="right")) - 1
+        while i >= 0 and self.start[i] <= addr:
+            if addr < self.end[i]:
+                return self.names[int(self.idx[i])]
+            i -= 1
+            if i >= 0 and self.end[i] <= addr and self.start[i] < addr - (1 << 20):
+                break
+        return None
+
+
+def call_graph(img: ElfImage, table: SymbolTable, only: set[int] | None = None) -> CallGraph:
+    """Every direct call/tail jump in the function symbols (or the symbol indices in ``only``)."""
+    if img.machine != EM_X86_64:
+        raise InputError(f"{img.name}: disassembly supports x86-64 only, not {img.machine_name}")
+    import capstone
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    names = table.all_names()
+    res = _Resolver(img, table, names)
+    bases = section_bases(img)
+    sites: list[CallSite] = []
+    undecodable = 0
+    relmaps: dict[int, dict[int, tuple[int, int]]] = {}
+    st = table.entries["info"] & 0xF
+    sizes = table.entries["size"]
+    nsec = len(img.sections)
+    for si in res.idx.tolist():
+        if st[si] != 2 or (only is not None and si not in only):
+            continue
+        shn = int(table.shndx[si])
+        if shn >= nsec:
+            continue
+        sec = img.sections[shn]
+        if not sec.flags & SHF_EXECINSTR or sec.type == SHT_NOBITS:
+            continue
+        sbase = int(bases[shn]) if img.relocatable else sec.addr
+        if shn not in relmaps:
+            relmap: dict[int, tuple[int, int]] = {}
+            if img.relocatable:
+                rel = read_relocations(img, sec)
+                if rel is not None:
+                    m = np.isin(rel.type, np.array(_BRANCH_RELOCS, dtype=np.uint32))
+                    relmap = dict(zip(rel.offset[m].tolist(), zip(rel.sym[m].tolist(), rel.addend[m].tolist())))
+            relmaps[shn] = relmap
+        relmap = relmaps[shn]
+        fstart = int(res.symaddr[si])
+        size = int(sizes[si])
+        fend = fstart + size
+        foff = fstart - sbase
+        if foff < 0 or foff + size > sec.size:
+            raise InputError(f"{img.name}: corrupt symbol {names[si]} (past the end of {sec.name})")
+        code = bytes(img.data[sec.offset + foff:sec.offset + foff + size])
+        caller = names[si]
+        caller_base = parse_clone(caller).base
+        pos = 0
+        while pos < size:
+            last = pos
+            for addr, isize, mnem, op in md.disasm_lite(code[pos:], fstart + pos):
+                last = addr - fstart + isize
+                c = mnem[0]
+                if (c != "c" and c != "j") or not op.startswith("0x"):
+                    continue
+                if mnem != "call" and c != "j":
+                    continue
+                field = addr - sbase + isize - 4
+                via = "immediate"
+                r = relmap.get(field) if isize >= 5 else None
+                target_name = None
+                target: int | None
+                if r is not None:
+                    sym, addend = r
+                    if int(table.shndx[sym]) == 0:
+                        target_name, target = names[sym], None
+                    else:
+                        target = int(res.symaddr[sym]) + addend + 4
+                    via = "reloc"
+                else:
+                    target = int(op, 16)
+                if target is not None:
+                    if mnem != "call" and fstart <= target < fend:
+                        continue      # a branch inside the function
+                    target_name = res.at(target)
+                    if target_name is None:
+                        continue
+                    if mnem != "call" and parse_clone(target_name).base == caller_base:
+                        continue      # a jump into the function's own .cold/.part piece
+                sites.append(CallSite(caller, target_name, sec.name, addr - sbase,
+                                      "call" if mnem == "call" else "tail", via))
+            if last >= size:
+                break
+            undecodable += 1          # capstone stops at an undecodable byte: skip it and resume
+            pos = last + 1
+    return CallGraph(sites, undecodable)

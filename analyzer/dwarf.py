@@ -1,0 +1,300 @@
+"""Subprograms and inlined instances from DWARF (4 and 5), per compilation unit.
+
+pyelftools decodes the DIEs; its debug sections are handed over already
+relocated by :mod:`analyzer.relocs` (numpy, one pass per section) instead of
+letting it apply 21k relocations in Python. Addresses use the relocs module's
+"virtual link" (section index << 32 in a .o), so they match symbol addresses.
+For a vmlinux only the named CUs are decoded: CU headers are walked and only
+each CU's top DIE is read to learn its name.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import numpy as np
+
+from analyzer.elf import ElfImage, SymbolTable
+from analyzer.errors import InputError
+from analyzer.relocs import relocated_bytes, symbol_addresses
+
+DEBUG_SECTIONS = (".debug_info", ".debug_aranges", ".debug_abbrev", ".debug_str", ".debug_line",
+                  ".debug_ranges", ".debug_addr", ".debug_str_offsets", ".debug_line_str",
+                  ".debug_rnglists", ".debug_loclists", ".debug_loc")
+
+
+@dataclass
+class Subprogram:
+    """A DW_TAG_subprogram (abstract or concrete); ``origin`` points at the root declaration."""
+    offset: int
+    name: str | None = None
+    linkage_name: str | None = None
+    decl_file: str | None = None
+    decl_line: int | None = None
+    inline: int | None = None            # DW_AT_inline (1 inlined, 3 declared_inlined...)
+    external: bool = False
+    declaration: bool = False
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    origin: int | None = None            # DW_AT_abstract_origin / DW_AT_specification target
+
+
+@dataclass
+class InlinedInstance:
+    """One DW_TAG_inlined_subroutine: whose code (``origin``) was copied into which function."""
+    origin: int                          # DIE offset of the inlined function (before root resolution)
+    container: int | None                # DIE offset of the enclosing concrete subprogram
+    parent_origin: int | None            # the inlined function it sits in directly (nested inlining)
+    ranges: list[tuple[int, int]]
+    call_file: str | None = None
+    call_line: int | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(hi - lo for lo, hi in self.ranges)
+
+
+@dataclass
+class CompileUnitFacts:
+    name: str
+    comp_dir: str | None
+    producer: str | None
+    subprograms: dict[int, Subprogram] = field(default_factory=dict)
+    inlined: list[InlinedInstance] = field(default_factory=list)
+
+
+@dataclass
+class DwarfFacts:
+    units: list[CompileUnitFacts]
+    subprograms: dict[int, Subprogram]             # all units, by DIE offset
+
+    def root(self, offset: int) -> Subprogram | None:
+        """Follow abstract_origin/specification to the DIE holding name and declaration."""
+        sp = self.subprograms.get(offset)
+        seen = 0
+        while sp is not None and sp.origin is not None and sp.origin in self.subprograms and seen < 16:
+            sp = self.subprograms[sp.origin]
+            seen += 1
+        return sp
+
+    def name_of(self, offset: int) -> str | None:
+        sp = self.subprograms.get(offset)
+        seen = 0
+        while sp is not None and seen < 16:
+            if sp.name:
+                return sp.name
+            sp = self.subprograms.get(sp.origin) if sp.origin is not None else None
+            seen += 1
+        return None
+
+    def decl_of(self, offset: int) -> tuple[str | None, int | None]:
+        sp = self.subprograms.get(offset)
+        seen = 0
+        while sp is not None and seen < 16:
+            if sp.decl_line is not None:
+                return sp.decl_file, sp.decl_line
+            sp = self.subprograms.get(sp.origin) if sp.origin is not None else None
+            seen += 1
+        return None, None
+
+
+def has_dwarf(img: ElfImage) -> bool:
+    return img.section_by_name(".debug_info") is not None
+
+
+def _dwarfinfo(img: ElfImage, table: SymbolTable | None):
+    from elftools.common.exceptions import ELFError
+    from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
+    symaddr = symbol_addresses(img, table) if (table is not None and img.relocatable) else None
+    secs: dict[str, DebugSectionDescriptor | None] = {}
+    for name in DEBUG_SECTIONS:
+        sec = img.section_by_name(name)
+        if sec is None or sec.nobits:
+            secs[name] = None
+            continue
+        if sec.flags & 0x800:   # SHF_COMPRESSED
+            raise InputError(f"{img.name}: compressed debug sections are not supported ({name})")
+        data = relocated_bytes(img, sec, table, symaddr)
+        secs[name] = DebugSectionDescriptor(io.BytesIO(data), name, sec.offset, len(data), sec.addr)
+    try:
+        return DWARFInfo(
+            config=DwarfConfig(little_endian=img.little, default_address_size=img.elfclass // 8,
+                               machine_arch=img.machine_name),
+            debug_info_sec=secs[".debug_info"], debug_aranges_sec=secs[".debug_aranges"],
+            debug_abbrev_sec=secs[".debug_abbrev"], debug_frame_sec=None, eh_frame_sec=None,
+            debug_str_sec=secs[".debug_str"], debug_loc_sec=secs[".debug_loc"], debug_ranges_sec=secs[".debug_ranges"],
+            debug_line_sec=secs[".debug_line"], debug_pubtypes_sec=None, debug_pubnames_sec=None,
+            debug_addr_sec=secs[".debug_addr"], debug_str_offsets_sec=secs[".debug_str_offsets"],
+            debug_line_str_sec=secs[".debug_line_str"], debug_loclists_sec=secs[".debug_loclists"],
+            debug_rnglists_sec=secs[".debug_rnglists"], debug_sup_sec=None, gnu_debugaltlink_sec=None,
+            debug_types_sec=None)
+    except (ELFError, Exception) as e:  # pyelftools raises assorted errors on garbage
+        raise InputError(f"{img.name}: corrupt DWARF ({type(e).__name__}: {e})") from None
+
+
+def _s(v) -> str | None:
+    if v is None:
+        return None
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
+def cu_matches(name: str | None, wanted: tuple[str, ...]) -> bool:
+    """A CU named ``/abs/linux/mm/page_alloc.c`` or ``mm/page_alloc.c`` matches ``mm/page_alloc.c``."""
+    if not name:
+        return False
+    p = PurePosixPath(name)
+    for w in wanted:
+        wp = PurePosixPath(w)
+        if p == wp or (len(p.parts) >= len(wp.parts) and p.parts[-len(wp.parts):] == wp.parts):
+            return True
+    return False
+
+
+def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None = None) -> DwarfFacts:
+    """Decode subprograms and inlined instances of every CU (or only those named in ``cus``)."""
+    di = _dwarfinfo(img, table)
+    units: list[CompileUnitFacts] = []
+    allsp: dict[int, Subprogram] = {}
+    try:
+        for cu in di.iter_CUs():
+            top = cu.get_top_DIE()
+            if top.tag not in ("DW_TAG_compile_unit", "DW_TAG_partial_unit"):
+                continue
+            cuname = _s(top.attributes["DW_AT_name"].value) if "DW_AT_name" in top.attributes else None
+            if cus and not cu_matches(cuname, cus):
+                continue
+            units.append(_read_cu(di, cu, top, cuname, allsp))
+    except InputError:
+        raise
+    except Exception as e:  # truncated/corrupt DWARF: one line, never a traceback
+        raise InputError(f"{img.name}: corrupt DWARF ({type(e).__name__}: {e})") from None
+    if cus:
+        found = {w for w in cus if any(cu_matches(u.name, (w,)) for u in units)}
+        missing = [w for w in cus if w not in found]
+        if missing:
+            raise InputError(f"{img.name}: no compilation unit named {', '.join(missing)} in the DWARF")
+    return DwarfFacts(units, allsp)
+
+
+def _file_table(di, cu) -> list[str | None]:
+    """File names by DW_AT_decl_file index (DWARF 5: 0 is the primary file; 4: 1-based)."""
+    lp = di.line_program_for_CU(cu)
+    if lp is None:
+        return []
+    hdr = lp.header
+    dirs = [_s(d.DW_LNCT_path if hasattr(d, "DW_LNCT_path") else d) for d in hdr.include_directory]
+    out: list[str | None] = []
+    v5 = hdr.version >= 5
+    if not v5:
+        out.append(None)
+        dirs = [None, *dirs]
+    for fe in hdr.file_entry:
+        name = _s(fe.name if hasattr(fe, "name") else fe.DW_LNCT_path)
+        di_ = fe.dir_index if hasattr(fe, "dir_index") else fe.DW_LNCT_directory_index
+        d = dirs[di_] if 0 <= di_ < len(dirs) else None
+        if name and not name.startswith("/") and d:
+            name = f"{d.rstrip('/')}/{name}"
+        out.append(name)
+    return out
+
+
+def _ranges(di, cu, die, attrs, base: int) -> list[tuple[int, int]]:
+    lo = attrs.get("DW_AT_low_pc")
+    if "DW_AT_ranges" in attrs:
+        rl = di.range_lists()
+        if rl is None:
+            return []
+        ra = attrs["DW_AT_ranges"]
+        if ra.form == "DW_FORM_rnglistx":
+            off = ra.value   # pyelftools resolves rnglistx to a section offset in .value for DIE attrs
+        else:
+            off = ra.value
+        entries = rl.get_range_list_at_offset(off, cu=cu)
+        out = []
+        cur = base
+        for e in entries:
+            if hasattr(e, "base_address"):
+                cur = e.base_address
+                continue
+            if e.is_absolute:
+                out.append((e.begin_offset, e.end_offset))
+            else:
+                out.append((cur + e.begin_offset, cur + e.end_offset))
+        return [(a, b) for a, b in out if b > a]
+    if lo is not None:
+        hi = attrs.get("DW_AT_high_pc")
+        if hi is None:
+            return [(lo.value, lo.value + 1)]
+        hv = hi.value
+        if hi.form != "DW_FORM_addr" and not hi.form.startswith("DW_FORM_addrx"):
+            hv = lo.value + hv
+        return [(lo.value, hv)] if hv > lo.value else []
+    return []
+
+
+def _read_cu(di, cu, top, cuname, allsp: dict[int, Subprogram]) -> CompileUnitFacts:
+    ta = top.attributes
+    facts = CompileUnitFacts(cuname, _s(ta["DW_AT_comp_dir"].value) if "DW_AT_comp_dir" in ta else None,
+                             _s(ta["DW_AT_producer"].value) if "DW_AT_producer" in ta else None)
+    files = _file_table(di, cu)
+    base = ta["DW_AT_low_pc"].value if "DW_AT_low_pc" in ta else 0
+    cu_off = cu.cu_offset
+    # stack of (has_children marker): (tag, die offset, origin offset)
+    stack: list[tuple[str, int, int | None]] = []
+    container: int | None = None
+    container_depth = -1
+    for die in cu.iter_DIEs():
+        if die.is_null():
+            if stack:
+                tag, off, _o = stack.pop()
+                if off == container and len(stack) == container_depth:
+                    container, container_depth = None, -1
+            continue
+        tag = die.tag
+        if tag == "DW_TAG_subprogram" or tag == "DW_TAG_inlined_subroutine":
+            a = die.attributes
+            origin = None
+            for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
+                if key in a:
+                    at = a[key]
+                    origin = at.value + (cu_off if at.form in ("DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4",
+                                                               "DW_FORM_ref8", "DW_FORM_ref_udata") else 0)
+                    break
+            rng = _ranges(di, cu, die, a, base)
+            if tag == "DW_TAG_subprogram":
+                df = a.get("DW_AT_decl_file")
+                sp = Subprogram(
+                    die.offset,
+                    _s(a["DW_AT_name"].value) if "DW_AT_name" in a else None,
+                    _s(a["DW_AT_linkage_name"].value) if "DW_AT_linkage_name" in a else None,
+                    files[df.value] if df is not None and 0 <= df.value < len(files) else None,
+                    a["DW_AT_decl_line"].value if "DW_AT_decl_line" in a else None,
+                    a["DW_AT_inline"].value if "DW_AT_inline" in a else None,
+                    bool(a["DW_AT_external"].value) if "DW_AT_external" in a else False,
+                    bool(a["DW_AT_declaration"].value) if "DW_AT_declaration" in a else False,
+                    rng, origin)
+                facts.subprograms[die.offset] = sp
+                allsp[die.offset] = sp
+                if rng and container is None and die.has_children:
+                    container, container_depth = die.offset, len(stack)
+            elif origin is not None:
+                parent = next((o for t, _off, o in reversed(stack) if t == "DW_TAG_inlined_subroutine"), None)
+                cf = a.get("DW_AT_call_file")
+                facts.inlined.append(InlinedInstance(
+                    origin, container, parent, rng,
+                    files[cf.value] if cf is not None and 0 <= cf.value < len(files) else None,
+                    a["DW_AT_call_line"].value if "DW_AT_call_line" in a else None))
+            if die.has_children:
+                stack.append((tag, die.offset, origin))
+        elif die.has_children:
+            stack.append((tag, die.offset, None))
+    return facts
+
+
+def address_index(img: ElfImage, table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
+    """Function symbols sorted by address: (addresses, symbol indices), for pc -> function."""
+    addr = symbol_addresses(img, table)
+    st = table.entries["info"] & 0xF
+    idx = np.flatnonzero((st == 2) & (table.shndx != 0))
+    order = np.argsort(addr[idx], kind="stable")
+    return addr[idx][order], idx[order]
