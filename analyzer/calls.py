@@ -60,18 +60,18 @@ class _Resolver:
                              & (sizes > 0))
         order = np.argsort(self.symaddr[idx], kind="stable")
         self.idx = idx[order]
-        self.start = self.symaddr[self.idx].astype(np.int64)
-        self.end = self.start + sizes[self.idx].astype(np.int64)
+        self.start = self.symaddr[self.idx]            # uint64: kernel addresses are above 2**63
+        self.end = self.start + sizes[self.idx].astype(np.uint64)
         self.names = names
 
     def at(self, addr: int) -> str | None:
-        i = int(np.searchsorted(self.start, addr, side="right")) - 1
-        while i >= 0 and self.start[i] <= addr:
-            if addr < self.end[i]:
-                return self.names[int(self.idx[i])]
-            i -= 1
-            if i >= 0 and self.end[i] <= addr and self.start[i] < addr - (1 << 20):
-                break
+        if addr < 0 or addr >= 1 << 64:
+            return None
+        i = int(np.searchsorted(self.start, np.uint64(addr), side="right")) - 1
+        # the innermost sized symbol containing addr (look back over a few overlapping ones)
+        for j in range(i, max(i - 8, -1), -1):
+            if int(self.start[j]) <= addr < int(self.end[j]):
+                return self.names[int(self.idx[j])]
         return None
 
 

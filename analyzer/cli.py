@@ -32,6 +32,9 @@ def example(toolchain: str, target: str) -> None:
         sys.exit(1)
 
 
+from analyzer.inspect_cli import inspect as _inspect  # noqa: E402  inline facts (issue 3)
+main.add_command(_inspect)
+
 from ci.commands import COMMANDS as _PIPELINE_COMMANDS  # noqa: E402  run, report, history (issue 5)
 for _cmd in _PIPELINE_COMMANDS:
     main.add_command(_cmd)

@@ -107,6 +107,7 @@ def _dwarfinfo(img: ElfImage, table: SymbolTable | None):
     from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
     symaddr = symbol_addresses(img, table) if (table is not None and img.relocatable) else None
     secs: dict[str, DebugSectionDescriptor | None] = {}
+    raw: dict[str, bytes] = {}
     for name in DEBUG_SECTIONS:
         sec = img.section_by_name(name)
         if sec is None or sec.nobits:
@@ -115,9 +116,10 @@ def _dwarfinfo(img: ElfImage, table: SymbolTable | None):
         if sec.flags & 0x800:   # SHF_COMPRESSED
             raise InputError(f"{img.name}: compressed debug sections are not supported ({name})")
         data = relocated_bytes(img, sec, table, symaddr)
+        raw[name] = data
         secs[name] = DebugSectionDescriptor(io.BytesIO(data), name, sec.offset, len(data), sec.addr)
     try:
-        return DWARFInfo(
+        di = DWARFInfo(
             config=DwarfConfig(little_endian=img.little, default_address_size=img.elfclass // 8,
                                machine_arch=img.machine_name),
             debug_info_sec=secs[".debug_info"], debug_aranges_sec=secs[".debug_aranges"],
@@ -130,6 +132,8 @@ def _dwarfinfo(img: ElfImage, table: SymbolTable | None):
             debug_types_sec=None)
     except (ELFError, Exception) as e:  # pyelftools raises assorted errors on garbage
         raise InputError(f"{img.name}: corrupt DWARF ({type(e).__name__}: {e})") from None
+    di.sizewatch_raw = raw
+    return di
 
 
 def _s(v) -> str | None:
@@ -156,7 +160,12 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
     units: list[CompileUnitFacts] = []
     allsp: dict[int, Subprogram] = {}
     try:
-        for cu in di.iter_CUs():
+        if cus:
+            offsets = [off for off, name in scan_unit_names(di.sizewatch_raw, img.little) if cu_matches(name, cus)]
+            selected = (di.get_CU_at(off) for off in offsets)
+        else:
+            selected = di.iter_CUs()
+        for cu in selected:
             top = cu.get_top_DIE()
             if top.tag not in ("DW_TAG_compile_unit", "DW_TAG_partial_unit"):
                 continue
@@ -298,3 +307,158 @@ def address_index(img: ElfImage, table: SymbolTable) -> tuple[np.ndarray, np.nda
     idx = np.flatnonzero((st == 2) & (table.shndx != 0))
     order = np.argsort(addr[idx], kind="stable")
     return addr[idx][order], idx[order]
+
+
+# --- CU names without pyelftools: one abbrev entry and one DIE per unit ---------------------------
+
+def _uleb(b: bytes, i: int) -> tuple[int, int]:
+    r = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        r |= (c & 0x7F) << shift
+        if c < 0x80:
+            return r, i
+        shift += 7
+
+
+def _sleb(b: bytes, i: int) -> tuple[int, int]:
+    r = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        r |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            if c & 0x40:
+                r -= 1 << shift
+            return r, i
+
+
+_FIXED = {0x0b: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x1e: 16, 0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x0c: 1,
+          0x19: 0, 0x21: 0, 0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4, 0x29: 1, 0x2a: 2, 0x2b: 3, 0x2c: 4,
+          0x20: 8}
+
+
+def scan_unit_names(raw: dict[str, bytes], little: bool) -> list[tuple[int, str | None]]:
+    """(unit offset, DW_AT_name) of every unit in .debug_info, decoding only each top DIE.
+
+    pyelftools parses a unit's whole abbreviation table to read its first DIE
+    (10 s over a vmlinux's 2,000+ units); here only the abbreviation entry of
+    the top DIE is read, and its attributes up to the name.
+    """
+    import struct as _st
+    info, abbrev = raw.get(".debug_info", b""), raw.get(".debug_abbrev", b"")
+    strs, lstrs = raw.get(".debug_str", b""), raw.get(".debug_line_str", b"")
+    stroffs = raw.get(".debug_str_offsets", b"")
+    e = "<" if little else ">"
+    out: list[tuple[int, str | None]] = []
+    pos, n = 0, len(info)
+    abbrev_cache: dict[tuple[int, int], list] = {}
+    while pos + 11 <= n:
+        start = pos
+        (length,) = _st.unpack_from(e + "I", info, pos)
+        off = 4
+        dwarf64 = length == 0xFFFFFFFF
+        if dwarf64:
+            (length,) = _st.unpack_from(e + "Q", info, pos + 4)
+            off = 12
+        end = pos + off + length
+        if length == 0 or end > n:
+            raise InputError(f"truncated .debug_info (unit at {start:#x} runs past the section end)")
+        osz = 8 if dwarf64 else 4
+        (version,) = _st.unpack_from(e + "H", info, pos + off)
+        p = pos + off + 2
+        if version >= 5:
+            utype, asz = info[p], info[p + 1]
+            p += 2
+            abbr_off = int.from_bytes(info[p:p + osz], "little" if little else "big")
+            p += osz
+            if utype in (2, 6):           # type / split type units: signature + type offset
+                p += 8 + osz
+            elif utype in (4, 5):         # skeleton / split compile: dwo id
+                p += 8
+        elif version in (2, 3, 4):
+            abbr_off = int.from_bytes(info[p:p + osz], "little" if little else "big")
+            asz = info[p + osz]
+            p += osz + 1
+        else:
+            raise InputError(f"unsupported DWARF version {version} (unit at {start:#x})")
+        code, p = _uleb(info, p)
+        key = (abbr_off, code)
+        spec = abbrev_cache.get(key)
+        if spec is None:
+            q = abbr_off
+            while True:
+                c, q = _uleb(abbrev, q)
+                if c == 0:
+                    raise InputError(f"corrupt .debug_abbrev (no entry {code} at {abbr_off:#x})")
+                _tag, q = _uleb(abbrev, q)
+                q += 1
+                attrs = []
+                while True:
+                    at, q = _uleb(abbrev, q)
+                    fm, q = _uleb(abbrev, q)
+                    if fm == 0x21:
+                        _v, q = _sleb(abbrev, q)
+                    if at == 0 and fm == 0:
+                        break
+                    attrs.append((at, fm))
+                if c == code:
+                    spec = attrs
+                    break
+            abbrev_cache[key] = spec
+        name = None
+        name_strx = None
+        stroff_base = 8 if dwarf64 else 8
+        for at, fm in spec:
+            val = None
+            if fm in (0x0e, 0x1f, 0x17):              # strp, line_strp, sec_offset
+                val = int.from_bytes(info[p:p + osz], "little" if little else "big")
+                p += osz
+            elif fm == 0x08:                          # string
+                z = info.index(b"\0", p)
+                val = info[p:z]
+                p = z + 1
+            elif fm == 0x01:
+                p += asz
+            elif fm in (0x0f, 0x1a, 0x1b, 0x23, 0x22):   # udata, strx, addrx, rnglistx, loclistx
+                val, p = _uleb(info, p)
+            elif fm == 0x0d:
+                _v, p = _sleb(info, p)
+            elif fm in (0x18, 0x09):                  # exprloc, block
+                ln, p = _uleb(info, p)
+                p += ln
+            elif fm == 0x0a:
+                p += 1 + info[p]
+            elif fm == 0x03:
+                p += 2 + int.from_bytes(info[p:p + 2], "little" if little else "big")
+            elif fm == 0x04:
+                p += 4 + int.from_bytes(info[p:p + 4], "little" if little else "big")
+            elif fm in (0x10,):                       # ref_addr
+                p += osz
+            elif fm in _FIXED:
+                w = _FIXED[fm]
+                if fm in (0x25, 0x26, 0x27, 0x28):
+                    val = int.from_bytes(info[p:p + w], "little" if little else "big")
+                p += w
+            else:
+                raise InputError(f"unsupported DWARF form {fm:#x} in unit at {start:#x}")
+            if at == 0x03:
+                if fm == 0x0e:
+                    name = strs[val:strs.index(b"\0", val)]
+                elif fm == 0x1f:
+                    name = lstrs[val:lstrs.index(b"\0", val)]
+                elif fm == 0x08:
+                    name = val
+                elif fm in (0x1a, 0x25, 0x26, 0x27, 0x28):
+                    name_strx = val
+            elif at == 0x72 and val is not None:      # DW_AT_str_offsets_base
+                stroff_base = val
+        if name is None and name_strx is not None and stroffs:
+            so = stroff_base + name_strx * osz
+            sp = int.from_bytes(stroffs[so:so + osz], "little" if little else "big")
+            name = strs[sp:strs.index(b"\0", sp)]
+        out.append((start, name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name))
+        pos = end
+    return out

@@ -43,9 +43,16 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--sections", "show_sections", is_flag=True,
               help="per-section totals like size(1): text/data/bss and every alloc section")
 @click.option("--no-pfx", is_flag=True, help="leave out compiler-generated __pfx_/__cfi_ symbols")
+@click.option("--inlines", is_flag=True, help="inline status changes and findings (needs DWARF)")
+@click.option("--align", "align_view", is_flag=True,
+              help="16-byte units, cache lines and headroom of every function that changed size")
+@click.option("--source", metavar="TREE", help="with --inlines: kernel source tree for declarations")
+@click.option("--cu", "cus", multiple=True, metavar="UNIT", help="with --inlines/--align on vmlinux: "
+              "only these compilation units, e.g. mm/page_alloc.c")
 @click.argument("file1")
 @click.argument("file2")
-def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, file1, file2):
+def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, inlines, align_view,
+            source, cus, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     try:
         if split_cold:
@@ -68,6 +75,21 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
             lines += sections_text({k: getattr(zo, k) for k in berk}, {k: getattr(zn, k) for k in berk},
                                    "size")
             lines += sections_text(zo.alloc, zn.alloc, "section")
+        if inlines or align_view:   # issue 3: inline decisions and alignment boundaries
+            from analyzer import inline_views
+            from analyzer.findings import compare
+            from analyzer.hotpaths import HotPaths
+            from analyzer.inlines import analyze
+            fa, fb = analyze(file1, source, (), list(cus) or None), analyze(file2, source, (), list(cus) or None)
+            hot = HotPaths()
+            if inlines:
+                found, rows = compare(fa, fb, hot), inline_views.inline_changes(fa, fb)
+                extra["inlines"] = {"findings": [f.to_dict() for f in found], "changes": rows}
+                lines.append(inline_views.inline_changes_text(rows, found).rstrip("\n"))
+            if align_view:
+                arows = inline_views.align_changes(fa, fb, hot)
+                extra["align"] = arows
+                lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
     except InputError as e:
         click.echo(f"sizediff: {e}", err=True)
         sys.exit(1)
