@@ -26,8 +26,13 @@ def objdump_symbols(obj: Path) -> dict[str, list[tuple[int, int, str]]]:
 
 
 def objdump_calls(obj: Path) -> Counter:
-    """(calling symbol, called symbol) -> number of direct ``call`` instructions, per ``objdump -dr``."""
+    """(calling symbol, called symbol) -> number of direct ``call`` instructions, per ``objdump -dr``.
+
+    Only code inside function symbols counts (like the analyzer): e.g. the kernel's
+    ``.altinstr_replacement`` snippets have no function symbol of their own.
+    """
     syms = objdump_symbols(obj)
+    funcs = {n for lst in syms.values() for _v, _s, n in lst}
     text = subprocess.run(["objdump", "-dr", str(obj)], capture_output=True, text=True, check=True).stdout
     lines = text.splitlines()
     counts: Counter = Counter()
@@ -56,7 +61,7 @@ def objdump_calls(obj: Path) -> Counter:
                     target = next((n for v, s, n in syms[name] if v <= off < v + s), None)
                 else:
                     target = name
-        if target:
+        if target and caller in funcs:
             counts[(caller, target)] += 1
     return counts
 
