@@ -41,8 +41,8 @@ class Remark:
 _NODE = r"([A-Za-z_$][\w.$]*)/\d+"
 _GCC_EDGE = re.compile(rf"{_NODE}\s*->\s*{_NODE}(?:,\s*(.*))?$")
 _GCC_INLINING = re.compile(rf"Inlin(?:ing|ed) {_NODE} into {_NODE}")
-_GCC_LINE = re.compile(r"^(?P<loc>[^\s:][^:]*:\d+:\d+|[^\s:][^:]*:\d+|<unknown>): "
-                       r"(?P<kind>missed|optimized|note):\s+(?P<msg>.*)$")
+_GCC_LINE = re.compile(r"^(?:(?P<loc>[^\s:][^:]*:\d+:\d+|[^\s:][^:]*:\d+|<unknown>): )?"
+                       r"(?P<kind>missed|optimized|note):\s+(?P<msg>.*)$")   # no location for IPA clones
 _CLANG_RPASS = re.compile(r"^(?P<loc>\S+:\d+:\d+): remark: '(?P<callee>[^']+)' (?P<what>not inlined|inlined) "
                           r"into '(?P<caller>[^']+)'(?P<rest>.*?)(?:\s*\[-Rpass(?:-missed)?=inline\])?$")
 
@@ -70,7 +70,7 @@ def parse_gcc_text(text: str) -> list[Remark]:
     for line in text.splitlines():
         m = _GCC_LINE.match(line)
         if m:
-            r = _gcc_message(m.group("kind"), m.group("msg"), m.group("loc"))
+            r = _gcc_message(m.group("kind"), m.group("msg"), m.group("loc") or "")
             if r:
                 out.append(r)
     return out

@@ -1,0 +1,163 @@
+"""Linked files restricted to compilation units, and bad inputs: one clear line, never a traceback."""
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analyzer.dwarf import scan_unit_names
+from analyzer.elf import load_images
+from analyzer.errors import InputError
+from analyzer.inlines import analyze
+from conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", params=["gcc-12", "clang-19"])
+def exe(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("exe") / f"prog-{request.param}"
+    subprocess.run([request.param, "-O2", "-g", "-o", str(out), str(FIXTURES / "inline_cases.c"),
+                    str(FIXTURES / "cu_main.c")], check=True)
+    return out
+
+
+def pyelftools_unit_names(path: Path) -> list[tuple[int, str]]:
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        di = ELFFile(f).get_dwarf_info(relocate_dwarf_sections=False)
+        return [(cu.cu_offset, cu.get_top_DIE().attributes["DW_AT_name"].value.decode()) for cu in di.iter_CUs()]
+
+
+def test_unit_scan_matches_pyelftools(exe):
+    from analyzer.dwarf import _dwarfinfo
+    from analyzer.elf import read_symtab
+    img = load_images(exe)[0]
+    di = _dwarfinfo(img, read_symtab(img))
+    assert scan_unit_names(di.sizewatch_raw, True) == pyelftools_unit_names(exe)
+
+
+def test_restricted_to_named_unit(exe):
+    whole = analyze(exe)
+    main = analyze(exe, cus=["cu_main.c"])
+    assert main.units and all(u.endswith("cu_main.c") for u in main.units)
+    assert {"main", "helper_main"} <= set(main.functions)
+    assert "too_big" not in main.functions and "plain_caller" not in main.functions
+    assert main.functions["twice"].inlined_into == {"helper_main": 1}
+    assert main.functions["helper_main"].callers == {"main": 1} or main.functions["helper_main"].callers == {}
+    # the same facts as in the unrestricted analysis, for the functions of that unit
+    for name in ("main", "helper_main", "twice"):
+        a, b = main.functions[name], whole.functions[name]
+        assert (a.size, a.inlined_count, a.inlined_into, a.declared) == (b.size, b.inlined_count, b.inlined_into,
+                                                                           b.declared)
+    cases = analyze(exe, cus=[str(FIXTURES / "inline_cases.c")])
+    assert "too_big" in cases.functions and "main" not in cases.functions
+    with pytest.raises(InputError, match="no compilation unit named mm/page_alloc.c"):
+        analyze(exe, cus=["mm/page_alloc.c"])
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "analyzer.cli", "inspect", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def assert_one_line_error(r, text):
+    assert r.returncode == 1
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and text in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_no_debug_info_still_gives_symbols_and_calls(compile_c):
+    obj = compile_c("gcc-12", FIXTURES / "inline_cases.c", "-g0", name="nodebug.o")
+    facts = analyze(obj)
+    assert not facts.has_dwarf and any("no DWARF" in n for n in facts.notes)
+    tb = facts.functions["too_big"]
+    assert tb.out_of_line and tb.declared == "unknown" and sum(tb.callers.values()) == 3
+    r = run_cli(obj)
+    assert r.returncode == 0 and "note: no DWARF" in r.stdout
+
+
+def _section(path: Path, name: str):
+    img = load_images(path)[0]
+    return img.section_by_name(name)
+
+
+def test_truncated_dwarf(compile_c, tmp_path):
+    obj = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="trunc.o")
+    bad = tmp_path / "trunc.o"
+    shutil.copy(obj, bad)
+    sec = _section(bad, ".debug_info")
+    data = bytearray(bad.read_bytes())
+    struct.pack_into("<I", data, sec.offset, sec.size * 4)       # first unit claims to run past the end
+    bad.write_bytes(data)
+    with pytest.raises(InputError, match="DWARF|debug_info"):
+        analyze(bad)
+    assert_one_line_error(run_cli(bad), "trunc.o")
+
+
+def test_garbage_dwarf(compile_c, tmp_path):
+    obj = compile_c("clang-19", FIXTURES / "inline_cases.c", name="garbage.o")
+    bad = tmp_path / "garbage.o"
+    shutil.copy(obj, bad)
+    sec = _section(bad, ".debug_abbrev")
+    data = bytearray(bad.read_bytes())
+    data[sec.offset:sec.offset + sec.size] = b"\xff" * sec.size
+    bad.write_bytes(data)
+    assert_one_line_error(run_cli(bad), "corrupt DWARF")
+
+
+def test_unknown_relocation_type(compile_c, tmp_path):
+    obj = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="reloc.o")
+    bad = tmp_path / "reloc.o"
+    shutil.copy(obj, bad)
+    rela = _section(bad, ".rela.debug_info")
+    data = bytearray(bad.read_bytes())
+    struct.pack_into("<I", data, rela.offset + 8, 99)      # r_info type of the first entry
+    bad.write_bytes(data)
+    assert_one_line_error(run_cli(bad), "unknown relocation type 99 in .debug_info")
+
+
+def test_wrong_arch_stripped_missing(compile_c, tmp_path):
+    arm = compile_c("clang-19", FIXTURES / "inline_cases.c", "--target=aarch64-linux-gnu", name="arm.o")
+    assert_one_line_error(run_cli(arm), "aarch64 objects are not supported")
+    stripped = tmp_path / "stripped.o"
+    subprocess.run(["strip", "-o", str(stripped), str(compile_c("gcc-12", FIXTURES / "inline_cases.c"))], check=True)
+    assert_one_line_error(run_cli(stripped), "no symbol table")
+    assert_one_line_error(run_cli(tmp_path / "missing.o"), "no such file")
+    notelf = tmp_path / "x.o"
+    notelf.write_text("hello")
+    assert_one_line_error(run_cli(notelf), "not an ELF file")
+    assert_one_line_error(run_cli(arm, "--remarks", tmp_path / "none.txt"), "")
+
+
+def test_sizediff_inlines_bad_input(compile_c, tmp_path):
+    ok = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="ok.o")
+    r = subprocess.run([sys.executable, "-m", "analyzer.sizediff_cli", "--inlines", str(ok),
+                        str(tmp_path / "missing.o")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
+
+
+@pytest.mark.slow
+def test_debian_dbg_vmlinux_page_alloc_unit():
+    """A real vmlinux with full DWARF: only mm/page_alloc.c is decoded."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from dbg_vmlinux import available, vmlinux
+    from toolchains.source import cache_dir
+    have = sorted((cache_dir() / "dbg").glob("*/vmlinux"))
+    path = have[-1] if have else vmlinux(available()[-1])
+    facts = analyze(path, cus=["mm/page_alloc.c"])
+    assert facts.linked and facts.placed and facts.units == [u for u in facts.units if u.endswith("mm/page_alloc.c")]
+    f = facts.functions
+    # Debian builds 6.1 (with the 2017 patch merged) with gcc-12: the seed's shape
+    for name in ("__rmqueue_smallest", "__rmqueue_fallback"):
+        assert not f[name].out_of_line and f[name].inlined_count >= 2
+    assert f["steal_suitable_fallback"].out_of_line
+    assert set(f["steal_suitable_fallback"].callers) <= {"get_page_from_freelist", "rmqueue_bulk"}
+    gp = f["get_page_from_freelist"]
+    addr = gp.pieces[0].placement.offset
+    assert addr >= 0xffffffff80000000 and gp.placement.lines >= -(-gp.pieces[0].size // 64)
