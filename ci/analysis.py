@@ -1,19 +1,23 @@
-"""The analyzer's inline facts and findings, as store rows.
+"""The analyzer's inline facts and findings (analyzer.inlines / analyzer.findings), as store rows.
 
-Adapter over analyzer.inlines / analyzer.findings (the inline-decisions issue).
-Until those modules exist the pipeline stores symbols and sections only, with
-``analysis_version`` 0, and a later run analyzes those builds again from the
-cached objects (no rebuild).
+Per object the whole ``ObjectFacts`` is kept (zlib JSON) so head-vs-base findings
+can be computed later from the store alone; each function also gets a row with
+the columns the history and matrix queries read, plus a compact JSON of the
+details pages show (reasons, where it was inlined, who calls it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analyzer import findings as _findings
+from analyzer.inlines import ObjectFacts, analyze as _analyze
+from analyzer.remarks import MISSED
 from db.models import FindingRow, FunctionRow, RemarkRow
 
-# Bump when what the analyzer stores changes: builds analyzed by an older version are analyzed again.
-ANALYSIS_VERSION = 0
+# Bump when what the analyzer stores changes: builds analyzed by an older version are analyzed
+# again from their cached objects (no rebuild). 0 = symbols and sections only.
+ANALYSIS_VERSION = 1
 
 
 @dataclass
@@ -26,12 +30,36 @@ class Analysis:
 
 
 def available() -> bool:
-    return False
+    return True
+
+
+def finding_row(f: _findings.Finding) -> FindingRow:
+    return FindingRow(f.kind, f.function, f.severity, f.message, f.to_dict())
+
+
+def _compact(f) -> dict:
+    d = {"reasons": f.reasons, "inlined_into": f.inlined_into, "callers": f.callers,
+         "symbols": [p.symbol for p in f.pieces], "dw_inline": f.dw_inline,
+         "decl": f"{f.decl_file}:{f.decl_line}" if f.decl_file else None}
+    return {k: v for k, v in d.items() if v}
 
 
 def analyze(path: Path, source_root: Path | None, remarks: list[Path]) -> Analysis:
-    return Analysis(note="inline analysis not available in this version")
+    """Facts, the compilers' missed-inline remarks and the single-object findings of one object."""
+    facts: ObjectFacts = _analyze(path, source_root=source_root, remarks=list(remarks))
+    funcs = [FunctionRow(f.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes,
+                         f.call_count, _compact(f)) for f in facts.functions.values()]
+    seen, rems = set(), []
+    for r in facts.remarks:
+        key = (r.callee, r.caller, r.reason)
+        if r.decision == MISSED and key not in seen:     # "inlined" remarks are the DWARF facts again
+            seen.add(key)
+            rems.append(RemarkRow(r.callee, r.caller, False, r.reason, r.location))
+    return Analysis(funcs, rems, [finding_row(f) for f in _findings.findings(facts)], facts.to_dict(),
+                    "; ".join(facts.notes))
 
 
 def compare(base_facts: dict, head_facts: dict) -> list[FindingRow]:
-    return []
+    """Head-vs-base findings (newly inlined / out of line, pushed out of line, boundary crossings)."""
+    base, head = ObjectFacts.from_dict(base_facts), ObjectFacts.from_dict(head_facts)
+    return [finding_row(f) for f in _findings.compare(base, head)]

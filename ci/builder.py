@@ -3,12 +3,16 @@
 Adapter over the toolchain layer so the pipeline does not depend on how builds
 are run. Until toolchains.build (the toolchain matrix issue) exists this drives
 toolchains.kbuild directly, one object at a time, keeping each object per
-commit under <cache>/objects/<toolchain>/<config>/<sha>/<target>.
+commit under <cache>/objects/<toolchain>/<config>/<sha>/<target>, and gets the
+compiler's inline report by replaying the object's compile with the report flags.
 """
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,8 +111,57 @@ def _build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Con
         tmp.rename(keep)
         objects[target] = keep
         logs.append(res.log)
+    remarks: dict[str, list[Path]] = {}
+    for target, keep in objects.items():
+        got = _remarks(tree, wt_path, build_dir, tc, sha, target, keep)
+        if got is not None:
+            remarks[target] = [got]
     cfg = build_dir / ".config"
     text = cfg.read_text() if cfg.exists() else None
     return Built(sha, tc.name, version, tc.family, config.key,
                  hashlib.sha256(text.encode()).hexdigest() if text else "", text, status, method,
-                 time.monotonic() - t0, "\n".join(logs), errors, objects, {}, wt)
+                 time.monotonic() - t0, "\n".join(logs), errors, objects, remarks, wt)
+
+
+REMARK_FLAGS = {
+    "gcc": lambda f: [f"-fopt-info-inline-missed={f}"],
+    "clang": lambda f: ["-fsave-optimization-record", f"-foptimization-record-file={f}",
+                        "-foptimization-record-passes=inline"],
+}
+
+
+def _remarks(tree: Path, wt_path: Path, build_dir: Path, tc: Toolchain, sha: str, target: str,
+             keep: Path) -> Path | None:
+    """The compiler's inline report for one object, kept beside it (``<object>.remarks``).
+
+    Replays kbuild's compile command (``<builddir>/<dir>/.<obj>.cmd``) with the report flags,
+    writing the object to a scratch file: one extra compile per object, done once.
+    """
+    out = keep.with_name(keep.name + ".remarks")
+    if out.exists():
+        return out
+    rel = Path(target)
+    cmdfile = build_dir / rel.parent / f".{rel.name}.cmd"
+    if rel.suffix != ".o" or tc.family not in REMARK_FLAGS or not cmdfile.exists():
+        return None
+    line = cmdfile.read_text(errors="replace").splitlines()[0]
+    if ":=" not in line:
+        return None
+    args = shlex.split(line.split(":=", 1)[1].split(";")[0])
+    with tempfile.TemporaryDirectory(dir=keep.parent) as tmp:
+        report = Path(tmp) / "remarks"
+        new = []
+        for a in args:
+            if a.startswith("-Wp,-MMD,"):
+                a = f"-Wp,-MMD,{tmp}/dep.d"
+            elif a == target:
+                a = f"{tmp}/out.o"
+            new.append(a)
+        ensure_worktree(tree, wt_path, sha)
+        proc = subprocess.run([*new, *REMARK_FLAGS[tc.family](report)], cwd=build_dir, capture_output=True)
+        if proc.returncode != 0 or not report.exists():
+            return None
+        part = out.with_suffix(".part")
+        shutil.copyfile(report, part)
+        part.rename(out)
+    return out

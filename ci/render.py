@@ -20,16 +20,15 @@ def _finding_sort(f) -> tuple:
 
 
 def _finding_lines(t: ToolchainReport, limit_single: int = 12) -> list[str]:
-    out = []
-    changes = sorted([f for f in t.findings if f.base_build_id is not None], key=_finding_sort)
-    single = sorted([f for f in t.findings if f.base_build_id is None], key=_finding_sort)
-    for f in changes:
-        out.append(f"  {f.kind}: {f.message or f.function}")
+    """Changes against the parent first, then what is new in this build; the rest only counted."""
+    out = [f"  {f.kind}: {f.message or f.function}" for f in sorted(t.changes, key=_finding_sort)]
+    single = sorted(t.new_in_build, key=_finding_sort)
     shown = single[:limit_single]
-    for f in shown:
-        out.append(f"  [in this build] {f.kind}: {f.message or f.function}")
+    out += [f"  [in this build] {f.kind}: {f.message or f.function}" for f in shown]
     if len(single) > len(shown):
         out.append(f"  [in this build] ... {len(single) - len(shown)} more (sizewatch report --json)")
+    if t.carried:
+        out.append(f"  ({t.carried} more finding(s) of this build are in the parent build too)")
     return out
 
 
@@ -99,9 +98,11 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(formats.to_markdown(t.tables))
         else:
             out += ["no size table (parent not built)", ""]
-        for f in sorted(t.findings, key=_finding_sort):
+        for f in sorted(t.changes + t.new_in_build, key=_finding_sort):
             where = "" if f.base_build_id is not None else " (in this build)"
             out.append(f"- **{f.kind}**{where}: {f.message or f.function}")
+        if t.carried:
+            out.append(f"- {t.carried} more finding(s) of this build are in the parent build too")
         out.append("")
     return out
 

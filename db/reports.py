@@ -37,6 +37,7 @@ class ToolchainReport:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     analyzed: bool = False              # inline facts stored (analysis_version > 0)
+    carried: int = 0                    # single-object findings the parent build has too (same kind, function)
 
     @property
     def bloat_text(self) -> str:
@@ -51,7 +52,18 @@ class ToolchainReport:
                 "config": self.config_key, "status": self.status, "build_id": self.build_id,
                 "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
                 "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
-                "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed}
+                "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed,
+                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried}
+
+    @property
+    def changes(self) -> list[FindingRow]:
+        """Head-vs-parent findings (newly inlined/out of line, pushed, boundary crossings)."""
+        return [f for f in self.findings if f.base_build_id is not None]
+
+    @property
+    def new_in_build(self) -> list[FindingRow]:
+        """Findings about this build alone that its parent build did not have."""
+        return [f for f in self.findings if f.base_build_id is None and not f.data.get("_carried")]
 
 
 @dataclass
@@ -110,6 +122,12 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = bloat.diff(_symbols(store, base.id, cache), _symbols(store, build.id, cache))
     rep.findings = store.findings_for(build.id, rep.base_build_id)
+    if base is not None and base.status == "ok":
+        before = {(f.kind, f.function) for f in store.findings_for(base.id) if f.base_build_id is None}
+        for f in rep.findings:
+            if f.base_build_id is None and (f.kind, f.function) in before:
+                f.data["_carried"] = True
+                rep.carried += 1
     return rep
 
 

@@ -54,6 +54,11 @@ def reference(built, tmp_path_factory):
     return db, proc
 
 
+def built_key() -> str:
+    from toolchains.kbuild import Config
+    return Config().key
+
+
 def _counts(db: Path) -> dict[str, int]:
     conn = sqlite3.connect(db)
     try:
@@ -84,6 +89,14 @@ def test_series_end_to_end(built, reference, sizediff, tmp_path):
     db, proc = reference
     out = proc.stdout
     assert "6 built, 0 re-analyzed, 0 already stored, 0 failed" in proc.stderr
+    from db.store import open_store
+    with open_store(db) as store:        # the facts and remarks behind the findings are stored too
+        b = store.find_build("linux-6.1", built["gcc-12"][1].commit, "gcc-12", built_key(), "mm/page_alloc.o")
+        fn = {f.name: f for f in store.functions_for(b.id)}
+        assert fn["__rmqueue_smallest"].declared == "inline" and fn["__rmqueue_smallest"].out_of_line
+        assert fn["__rmqueue_smallest"].facts["reasons"]
+        assert any(r.callee == "__rmqueue_smallest" and not r.passed for r in store.remarks_for(b.id))
+        assert "__rmqueue_smallest" in store.object_facts(b.id)["mm/page_alloc.o"]["functions"]
     # per patch and toolchain: the table is exactly sizediff's on the two objects
     for tc, objs in built.items():
         for old, new in zip(objs, objs[1:]):
@@ -100,6 +113,15 @@ def test_series_end_to_end(built, reference, sizediff, tmp_path):
             assert any(ln.split()[0] == fn and ln.split()[2] == "-" for ln in p2.splitlines() if ln.strip()), (tc, fn)
         gpff = [ln for ln in p2.splitlines() if ln.startswith("get_page_from_freelist ")]
         assert gpff and int(gpff[0].split()[-1]) > 1000, tc
+        # the findings: patch 1 pushes the helpers out of line with the compiler's own reason,
+        # patch 2 inlines them again, pushes steal_suitable_fallback out and grows get_page_from_freelist
+        reason = "--param max-inline-insns" if tc.startswith("gcc") else "too costly to inline (cost="
+        for fn in ("__rmqueue_smallest", "__rmqueue_fallback"):
+            line = [ln for ln in p1.splitlines() if ln.startswith(f"  newly_out_of_line: {fn} is now out of line")]
+            assert line and "; compiler: " in line[0] and reason in line[0], (tc, fn, p1)
+            assert f"  newly_inlined: {fn} is now inlined" in p2, (tc, fn)
+        assert "  pushed_out_of_line: steal_suitable_fallback " in p2, tc
+        assert "  boundary_crossing: hot get_page_from_freelist grew" in p2, tc
     # a second run builds nothing and prints the same report from the store
     again = run_series(db)
     assert "0 built, 0 re-analyzed, 6 already stored" in again.stderr
@@ -134,6 +156,28 @@ def test_range_run_matches_series(built, reference, tmp_path):
     for chunk in got.stdout.split("=== ")[1:]:
         body = chunk.split("\n", 1)[1]
         assert body in proc.stdout
+
+
+OLD_ANALYSIS = textwrap.dedent("""
+    import sys
+    import ci.analysis
+    ci.analysis.ANALYSIS_VERSION = 0          # as if stored by a sizewatch without inline analysis
+    from analyzer.cli import main
+    main(sys.argv[1:])
+""")
+
+
+@pytest.mark.kernel
+def test_builds_of_an_older_analysis_are_reanalyzed_without_rebuilding(built, reference, tmp_path):
+    db = tmp_path / "s.db"
+    proc = subprocess.run([sys.executable, "-c", OLD_ANALYSIS, "run", "--series", str(MBOX), "--toolchains",
+                           TOOLCHAINS, "--db", str(db)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    again = run_series(db)
+    assert "0 built, 6 re-analyzed, 0 already stored" in again.stderr
+    assert "(kbuild" not in again.stderr                  # the objects came from the cache
+    assert again.stdout == reference[1].stdout
+    assert _counts(db) == _counts(reference[0])
 
 
 KILL_WRAPPER = textwrap.dedent("""
