@@ -36,6 +36,16 @@ def seed_store(path: Path | None = None, toolchains: list[str] | None = None) ->
     return path
 
 
+def _fingerprint(seed: Path) -> str:
+    """Changes when the seed's builds change (new builds, re-analysis): the copy is then made again."""
+    conn = sqlite3.connect(seed)
+    try:
+        n, top, ana = conn.execute("SELECT count(*), max(id), sum(analysis_version) FROM builds").fetchone()
+    finally:
+        conn.close()
+    return f"{n}-{top}-{ana}"
+
+
 def _sha(i: int) -> str:
     return hashlib.sha1(f"sizewatch-bench-{i}".encode()).hexdigest()
 
@@ -45,11 +55,11 @@ def large_store(path: Path | None = None, commits: int = 1000, toolchains: int =
     """The replicated store at ``path`` (default <cache>/bench/store-<commits>x<toolchains>.db), reused when present."""
     path = path or cache_dir() / "bench" / f"store-{commits}x{toolchains}.db"
     stamp = path.with_suffix(".done")
-    want = f"{FORMAT} {commits} {toolchains}\n"
-    if not force and path.exists() and stamp.exists() and stamp.read_text() == want:
-        return path
     seed = seed or seed_store()
     open_store(seed).close()                       # brings an older seed to the current schema
+    want = f"{FORMAT} {commits} {toolchains} {_fingerprint(seed)}\n"
+    if not force and path.exists() and stamp.exists() and stamp.read_text() == want:
+        return path
     for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"), stamp):
         if p.exists():
             p.unlink()
