@@ -154,27 +154,43 @@ def cu_matches(name: str | None, wanted: tuple[str, ...]) -> bool:
     return False
 
 
-def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None = None) -> DwarfFacts:
-    """Decode subprograms and inlined instances of every CU (or only those named in ``cus``)."""
+def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None = None,
+               engine: str = "fast") -> DwarfFacts:
+    """Decode subprograms and inlined instances of every CU (or only those named in ``cus``).
+
+    ``engine="fast"`` walks the DIEs with :mod:`analyzer.dwarf_walk`; ``"pyelftools"``
+    decodes them with pyelftools (slower; kept as the reference the tests compare with).
+    """
     di = _dwarfinfo(img, table)
     units: list[CompileUnitFacts] = []
     allsp: dict[int, Subprogram] = {}
     try:
-        if cus:
-            offsets = [off for off, name in scan_unit_names(di.sizewatch_raw, img.little) if cu_matches(name, cus)]
-            selected = (di.get_CU_at(off) for off in offsets)
+        if engine == "fast":
+            from analyzer.dwarf_walk import Walker
+            w = Walker(di.sizewatch_raw, img.little)
+            if cus:
+                wanted = {off for off, name in scan_unit_names(di.sizewatch_raw, img.little) if cu_matches(name, cus)}
+            for unit in w.units():
+                if cus and unit[0] not in wanted:
+                    continue
+                facts = w.walk(unit, lambda off: _file_table(di, di.get_CU_at(off)))
+                units.append(facts)
+                allsp.update(facts.subprograms)
         else:
-            selected = di.iter_CUs()
-        for cu in selected:
-            top = cu.get_top_DIE()
-            if top.tag not in ("DW_TAG_compile_unit", "DW_TAG_partial_unit"):
-                continue
-            cuname = _s(top.attributes["DW_AT_name"].value) if "DW_AT_name" in top.attributes else None
-            if cus and not cu_matches(cuname, cus):
-                continue
-            units.append(_read_cu(di, cu, top, cuname, allsp))
-    except InputError:
-        raise
+            if cus:
+                offsets = [off for off, name in scan_unit_names(di.sizewatch_raw, img.little)
+                           if cu_matches(name, cus)]
+                selected = (di.get_CU_at(off) for off in offsets)
+            else:
+                selected = di.iter_CUs()
+            for cu in selected:
+                top = cu.get_top_DIE()
+                if top.tag not in ("DW_TAG_compile_unit", "DW_TAG_partial_unit"):
+                    continue
+                cuname = _s(top.attributes["DW_AT_name"].value) if "DW_AT_name" in top.attributes else None
+                units.append(_read_cu(di, cu, top, cuname, allsp))
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
     except Exception as e:  # truncated/corrupt DWARF: one line, never a traceback
         raise InputError(f"{img.name}: corrupt DWARF ({type(e).__name__}: {e})") from None
     if cus:
