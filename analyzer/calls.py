@@ -9,7 +9,7 @@ Addresses use the relocs module's virtual link, so a jump from ``.text`` to
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class CallSite:
 class CallGraph:
     sites: list[CallSite]
     undecodable: int = 0          # bytes capstone could not decode (skipped)
+    branch_fields: set[tuple[int, int]] = field(default_factory=set)   # (section index, rel32 offset)
 
     def callers_of(self, name: str) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -87,6 +88,7 @@ def call_graph(img: ElfImage, table: SymbolTable, only: set[int] | None = None) 
     sites: list[CallSite] = []
     undecodable = 0
     relmaps: dict[int, dict[int, tuple[int, int]]] = {}
+    branch_fields: set[tuple[int, int]] = set()
     st = table.entries["info"] & 0xF
     sizes = table.entries["size"]
     nsec = len(img.sections)
@@ -128,9 +130,10 @@ def call_graph(img: ElfImage, table: SymbolTable, only: set[int] | None = None) 
                     continue
                 if mnem != "call" and c != "j":
                     continue
-                field = addr - sbase + isize - 4
+                fld = addr - sbase + isize - 4
+                branch_fields.add((shn, fld))
                 via = "immediate"
-                r = relmap.get(field) if isize >= 5 else None
+                r = relmap.get(fld) if isize >= 5 else None
                 target_name = None
                 target: int | None
                 if r is not None:
@@ -156,4 +159,47 @@ def call_graph(img: ElfImage, table: SymbolTable, only: set[int] | None = None) 
                 break
             undecodable += 1          # capstone stops at an undecodable byte: skip it and resume
             pos = last + 1
-    return CallGraph(sites, undecodable)
+    return CallGraph(sites, undecodable, branch_fields)
+
+
+# Sections whose references to a function mean "its address is taken" (function pointers,
+# export tables), unlike the kernel's code metadata (ORC, alternatives, jump tables, bug table...).
+_POINTER_SECTIONS = (".data", ".rodata", ".init.data", ".ref.data", ".init.rodata", "__ksymtab", "___ksymtab")
+
+
+def address_references(img: ElfImage, table: SymbolTable, graph: CallGraph) -> dict[str, int]:
+    """Function symbols whose start address is taken: relocations to them from code (not a
+    call/jump operand) or from data. Relocatable objects only (a linked file has resolved them)."""
+    if not img.relocatable:
+        return {}
+    names = table.all_names()
+    res = _Resolver(img, table, names)
+    starts: dict[int, str] = {}
+    st = table.entries["info"] & 0xF
+    for si in res.idx.tolist():
+        if st[si] == 2:
+            starts.setdefault(int(res.symaddr[si]), names[si])
+    out: dict[str, int] = {}
+    for rsec in img.sections:
+        if rsec.type != 4 or not (0 < rsec.info < len(img.sections)):
+            continue
+        target = img.sections[rsec.info]
+        if not target.flags & 0x2:
+            continue
+        is_code = bool(target.flags & SHF_EXECINSTR)
+        if not is_code and not target.name.startswith(_POINTER_SECTIONS):
+            continue
+        rel = read_relocations(img, target)
+        if rel is None:
+            continue
+        for off, sym, typ, add in zip(rel.offset.tolist(), rel.sym.tolist(), rel.type.tolist(),
+                                      rel.addend.tolist()):
+            if typ not in (1, 2, 10, 11) or int(table.shndx[sym]) == 0:
+                continue
+            if is_code and (target.index, off) in graph.branch_fields:
+                continue
+            addr = int(res.symaddr[sym]) + add + (4 if typ == 2 and is_code else 0)   # rip-relative operand
+            name = starts.get(addr)
+            if name is not None:
+                out[name] = out.get(name, 0) + 1
+    return out

@@ -42,10 +42,11 @@ class Finding:
 
 
 def _callers(f: FunctionFacts) -> str:
+    taken = ", address taken" if f.address_taken else ""
     if not f.callers:
-        return "no direct callers"
+        return "no direct callers" + taken
     items = sorted(f.callers.items(), key=lambda kv: (-kv[1], kv[0]))
-    return "called from " + ", ".join(f"{c} ({n})" if n > 1 else c for c, n in items)
+    return "called from " + ", ".join(f"{c} ({n})" if n > 1 else c for c, n in items) + taken
 
 
 def _reason(f: FunctionFacts) -> str:
@@ -54,6 +55,7 @@ def _reason(f: FunctionFacts) -> str:
 
 def _base_details(f: FunctionFacts) -> dict:
     return {"size": f.size, "declared": f.declared, "callers": dict(f.callers), "call_sites": f.call_count,
+            "address_taken": f.address_taken,
             "symbols": [p.symbol for p in f.pieces], "inlined_count": f.inlined_count,
             "reasons": list(f.reasons), "reason": f.reasons[0] if f.reasons else None}
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from analyzer import declared as decl
 from analyzer.align import Placement, placement
-from analyzer.calls import CallGraph, call_graph
+from analyzer.calls import CallGraph, address_references, call_graph
 from analyzer.clones import parse as parse_clone
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
 from analyzer.elf import SHF_EXECINSTR, STB_GLOBAL, STB_LOCAL, STB_WEAK, load_images, read_symtab
@@ -64,6 +64,7 @@ class FunctionFacts:
     inlined_bytes: int = 0
     out_of_line: bool = False
     callers: dict[str, int] = field(default_factory=dict)     # out-of-line call sites, by calling symbol
+    address_taken: int = 0                                    # references to its start outside calls (.o only)
     decisions: list[dict] = field(default_factory=list)       # the compilers' remarks with this callee
     reasons: list[str] = field(default_factory=list)          # distinct "not inlined" reasons
     placement: Placement | None = None                        # of the main piece
@@ -261,6 +262,10 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
         if f is None or not f.out_of_line:
             continue
         f.callers[s.caller] = f.callers.get(s.caller, 0) + 1
+    for sym, n in address_references(img, table, graph).items():
+        f = facts.functions.get(parse_clone(sym).base)
+        if f is not None:
+            f.address_taken += n
 
     # the compilers' reports
     for r in remarks:

@@ -81,6 +81,7 @@ def test_address_taken_always_inline(case):
     facts = analyze(obj)
     at = facts.functions["addr_taken"]
     assert at.out_of_line and at.declared == "always_inline" and not at.callers
+    assert at.address_taken == 1 and facts.functions["too_big"].address_taken == 0     # addr_taken_ptr
     assert "always_inline_copy" in kinds(findings(facts), "addr_taken")
 
 

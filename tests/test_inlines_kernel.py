@@ -133,3 +133,16 @@ def test_cli_inspect_and_sizediff_inlines(series):
                         str(built[1].object_path), str(built[2].object_path)], capture_output=True, text=True)
     kinds = {f["kind"] for f in json.loads(r.stdout)["inlines"]["findings"]}
     assert {"newly_inlined", "pushed_out_of_line", "boundary_crossing"} <= kinds
+
+
+def test_exported_and_callback_functions_have_their_address_taken(series):
+    """EXPORT_SYMBOL puts a reference in ___ksymtab+NAME: every exported function shows as address taken."""
+    tc, built, facts, _ = series
+    out = subprocess.run(["readelf", "-S", "-W", str(built[0].object_path)], capture_output=True, text=True).stdout
+    exported = {line.split("___ksymtab+")[1].split()[0] for line in out.splitlines() if "] ___ksymtab+" in line}
+    funcs = facts[0].functions
+    exported_funcs = {n for n in exported if n in funcs and funcs[n].out_of_line}
+    assert len(exported_funcs) >= 15
+    assert all(funcs[n].address_taken >= 1 for n in exported_funcs)
+    assert funcs["free_compound_page"].address_taken >= 1          # a compound page destructor pointer
+    assert funcs["get_page_from_freelist"].address_taken == 0
