@@ -141,3 +141,16 @@ def test_facts_roundtrip_json(case):
     from analyzer.findings import Finding
     for f in findings(facts):
         assert Finding.from_dict(json.loads(json.dumps(f.to_dict()))) == f
+
+
+def test_isra_and_part_clones(compile_c):
+    obj = compile_c("gcc-12", FIXTURES / "clone_cases.c", name="clone_cases-gcc-12.o")
+    f = analyze(obj).functions
+    isra = f["isra_me"]
+    assert [p.symbol for p in isra.pieces] == ["isra_me.constprop.0.isra.0"]
+    assert isra.pieces[0].clones == ["constprop", "isra"]
+    assert isra.callers == {"use_isra1": 1, "use_isra2": 1} and isra.declared == "noinline"
+    part = f["part_me"]
+    assert [p.symbol for p in part.pieces] == ["part_me.part.0"] and part.pieces[0].clones == ["part"]
+    assert part.out_of_line and part.inlined_count >= 4       # the split-off head is inlined into each user
+    assert set(part.callers) <= {"use_part1", "use_part2", "use_part3", "use_part4"} and part.callers
