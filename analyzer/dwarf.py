@@ -1,19 +1,18 @@
 """Subprograms and inlined instances from DWARF (4 and 5), per compilation unit.
 
-pyelftools decodes the DIEs; its debug sections are handed over already
-relocated by :mod:`analyzer.relocs` (numpy, one pass per section) instead of
-letting it apply 21k relocations in Python. Addresses use the relocs module's
-"virtual link" (section index << 32 in a .o), so they match symbol addresses.
-For a vmlinux only the named CUs are decoded: CU headers are walked and only
-each CU's top DIE is read to learn its name.
+The debug sections are relocated by :mod:`analyzer.relocs` (numpy, one pass per
+section) instead of pyelftools applying 21k relocations in Python; the DIEs are
+walked by :mod:`analyzer.dwarf_walk` (pyelftools stays available as
+``engine="pyelftools"``, the reference the tests compare with, and reads the line
+tables). Addresses use the relocs module's "virtual link" (section index << 32
+in a .o), so they match symbol addresses. For a vmlinux only the named CUs are
+decoded: unit headers are walked and only each unit's top DIE is read for its name.
 """
 from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-
-import numpy as np
 
 from analyzer.elf import ElfImage, SymbolTable
 from analyzer.errors import InputError
@@ -314,15 +313,6 @@ def _read_cu(di, cu, top, cuname, allsp: dict[int, Subprogram]) -> CompileUnitFa
         elif die.has_children:
             stack.append((tag, die.offset, None))
     return facts
-
-
-def address_index(img: ElfImage, table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
-    """Function symbols sorted by address: (addresses, symbol indices), for pc -> function."""
-    addr = symbol_addresses(img, table)
-    st = table.entries["info"] & 0xF
-    idx = np.flatnonzero((st == 2) & (table.shndx != 0))
-    order = np.argsort(addr[idx], kind="stable")
-    return addr[idx][order], idx[order]
 
 
 # --- CU names without pyelftools: one abbrev entry and one DIE per unit ---------------------------

@@ -10,9 +10,12 @@ the tests compare this walker with.
 """
 from __future__ import annotations
 
-import struct
+from typing import TYPE_CHECKING
 
 from analyzer.errors import InputError
+
+if TYPE_CHECKING:
+    from analyzer.dwarf import CompileUnitFacts
 
 TAG_SUBPROGRAM, TAG_INLINED = 0x2E, 0x1D
 TAG_COMPILE_UNIT, TAG_PARTIAL_UNIT = 0x11, 0x3C
@@ -305,7 +308,6 @@ class Walker:
         stack: list[tuple[int, int, int | None]] = []
         container = None
         container_depth = -1
-        depth_marker = children
         if not children:
             return facts
         while p < end:
@@ -383,5 +385,4 @@ class Walker:
                     a[AT_CALL_LINE][1] if AT_CALL_LINE in a else None))
             if has_kids:
                 stack.append((tag, die_off, origin))
-        del depth_marker
         return facts
