@@ -49,10 +49,11 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--source", metavar="TREE", help="with --inlines: kernel source tree for declarations")
 @click.option("--cu", "cus", multiple=True, metavar="UNIT", help="with --inlines/--align on vmlinux: "
               "only these compilation units, e.g. mm/page_alloc.c")
+@click.option("--hot", "hot_file", metavar="FILE", help="with --inlines/--align: hot-path list file")
 @click.argument("file1")
 @click.argument("file2")
 def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, inlines, align_view,
-            source, cus, file1, file2):
+            source, cus, hot_file, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     try:
         if split_cold:
@@ -78,10 +79,10 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
         if inlines or align_view:   # issue 3: inline decisions and alignment boundaries
             from analyzer import inline_views
             from analyzer.findings import compare
-            from analyzer.hotpaths import HotPaths
+            from analyzer.hotpaths import load as load_hot
             from analyzer.inlines import analyze
+            hot = load_hot(hot_file)
             fa, fb = analyze(file1, source, (), list(cus) or None), analyze(file2, source, (), list(cus) or None)
-            hot = HotPaths()
             if inlines:
                 found, rows = compare(fa, fb, hot), inline_views.inline_changes(fa, fb)
                 extra["inlines"] = {"findings": [f.to_dict() for f in found], "changes": rows}
