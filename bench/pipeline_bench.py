@@ -127,6 +127,7 @@ def bench_queries(runs: int) -> list[str]:
         ("commit report (8 toolchains)", lambda: commit_report(store, next(it), BENCH_TREE)),
         ("series report (10 patches)", lambda: series_report(store, next(sit))),
         ("function history (8,000 builds)", lambda: store.function_history("get_page_from_freelist")),
+        ("function history, one toolchain", lambda: store.function_history("get_page_from_freelist", "clang-19")),
         ("toolchain matrix (one commit)", lambda: store.toolchain_matrix(picks[0], BENCH_TREE)),
         ("index: 50 commits + 50 series", lambda: (store.list_commits(50), store.list_series(50))),
     ]

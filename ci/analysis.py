@@ -17,7 +17,7 @@ from db.models import FindingRow, FunctionRow, RemarkRow
 
 # Bump when what the analyzer stores changes: builds analyzed by an older version are analyzed
 # again from their cached objects (no rebuild). 0 = symbols and sections only.
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 
 
 @dataclass
@@ -39,8 +39,7 @@ def finding_row(f: _findings.Finding) -> FindingRow:
 
 def _compact(f) -> dict:
     """What a function row keeps besides its columns; everything else is in the object's facts blob."""
-    d = {"reasons": f.reasons, "callers": f.callers,
-         "decl": f"{f.decl_file}:{f.decl_line}" if f.decl_file else None}
+    d = {"reasons": f.reasons, "decl": f"{f.decl_file}:{f.decl_line}" if f.decl_file else None}
     return {k: v for k, v in d.items() if v}
 
 
