@@ -9,6 +9,7 @@ compiler's inline report by replaying the object's compile with the report flags
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ from typing import Callable
 
 from toolchains.errors import BuildError
 from toolchains.locks import file_lock
-from toolchains.kbuild import Config, build_object
+from toolchains.kbuild import Config, make_cmd, prepare
 from toolchains.registry import Toolchain, load
 from toolchains.source import cache_dir
 from toolchains.worktree import ensure_worktree
@@ -99,18 +100,32 @@ def _build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Con
         method = "kbuild"
         try:
             wt = ensure_worktree(tree, wt_path, sha)
-            res = build_object(wt, build_dir, tc, target, config)
+            prepare(wt, build_dir, tc, config)
         except BuildError as e:
-            status = "timeout" if "timed out" in str(e) else "failed"
+            status = "failed"
             errors.append(str(e))
             logs.append(str(e))
             continue
+        obj = build_dir / target
+        obj.unlink(missing_ok=True)            # never take a stale object for this commit's
+        try:
+            proc = subprocess.run(make_cmd(wt, build_dir, tc, config, target), capture_output=True, text=True,
+                                  errors="replace", timeout=BUILD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+            errors.append(f"make {target} timed out after {BUILD_TIMEOUT} s")
+            obj.unlink(missing_ok=True)
+            continue
+        logs.append(proc.stdout + proc.stderr)
+        if proc.returncode != 0 or not obj.exists():
+            status = "failed"
+            errors += compiler_errors(proc.stderr) or [f"make {target} failed (exit {proc.returncode})"]
+            continue
         keep.parent.mkdir(parents=True, exist_ok=True)
         tmp = keep.with_suffix(".tmp")
-        shutil.copyfile(res.object_path, tmp)
+        shutil.copyfile(obj, tmp)
         tmp.rename(keep)
         objects[target] = keep
-        logs.append(res.log)
     remarks: dict[str, list[Path]] = {}
     for target, keep in objects.items():
         got = _remarks(tree, wt_path, build_dir, tc, sha, target, keep)
@@ -121,6 +136,19 @@ def _build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Con
     return Built(sha, tc.name, version, tc.family, config.key,
                  hashlib.sha256(text.encode()).hexdigest() if text else "", text, status, method,
                  time.monotonic() - t0, "\n".join(logs), errors, objects, remarks, wt)
+
+
+BUILD_TIMEOUT = 900
+_DIAG = re.compile(r"^\S+:\d+(?::\d+)?: (?:fatal )?error: |^(?:gcc|clang|cc1)\S*: (?:fatal )?error: ")
+
+
+def compiler_errors(stderr: str, limit: int = 20) -> list[str]:
+    """The compiler's error lines (``file:line:col: error: ...``), else make's own error lines."""
+    lines = [ln.rstrip() for ln in stderr.splitlines()]
+    got = [ln for ln in lines if _DIAG.search(ln)]
+    if not got:
+        got = [ln for ln in lines if "error" in ln.lower()]
+    return got[:limit]
 
 
 REMARK_FLAGS = {

@@ -23,6 +23,7 @@ from toolchains.worktree import ensure_worktree, resolve
 _PATCH_TAG = re.compile(r"\[([^\]]*\bPATCH\b[^\]]*)\]", re.I)
 _VERSION = re.compile(r"(?:^|\s)v(\d+)(?:\s|$)", re.I)
 _NUMBER = re.compile(r"(?:^|\s)(\d+)/(\d+)(?:\s|$)")
+_UNIFIED = re.compile(rb"\n--- \S[^\n]*\n\+\+\+ \S[^\n]*\n@@ ")      # a plain unified diff (no "diff --git")
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Message:
 
     @property
     def is_patch(self) -> bool:
-        return self.position != 0 and b"\ndiff --git " in self.raw
+        return self.position != 0 and (b"\ndiff --git " in self.raw or _UNIFIED.search(self.raw) is not None)
 
 
 @dataclass

@@ -361,3 +361,39 @@ def test_bad_input_is_one_line(built, tmp_path):
         proc = run_cli(*args, db=corrupt)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1 and len(lines) == 1 and "corrupt.db" in lines[0], proc.stderr
+
+
+def _error_mbox(tmp_path: Path, base: str) -> Path:
+    """A one-patch series that makes mm/page_alloc.c fail to compile (an #error line)."""
+    import difflib
+    from toolchains.source import ensure_source, git
+    old = git(ensure_source("6.1").path, "show", f"{base}:mm/page_alloc.c").splitlines(keepends=True)
+    new = old[:20] + ["#error sizewatch pipeline test: this patch does not build\n"] + old[20:]
+    diff = "".join(difflib.unified_diff(old, new, "a/mm/page_alloc.c", "b/mm/page_alloc.c", n=3))
+    out = tmp_path / "error.mbox"
+    out.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Test <test@localhost>\nDate: Sun, 22 Nov 2026 09:00:00 +0000\n"
+        "Subject: [PATCH] mm/page_alloc: break the build\nMessage-Id: <error-1@localhost>\n\n"
+        "A patch that does not compile.\n---\n"
+        f"{diff}\n-- \n2.39.5\n\nbase-commit: {base}\n")
+    return out
+
+
+@pytest.mark.kernel
+def test_build_failure_is_a_stored_result(built, tmp_path):
+    db = tmp_path / "s.db"
+    base = built["gcc-12"][0].commit
+    mbox = _error_mbox(tmp_path, base)
+    proc = run_cli("run", "--series", mbox, "--toolchains", "gcc-12", db=db)
+    assert proc.returncode == 0, proc.stderr                    # a failed build is a result, not a crash
+    assert "2 built, 0 re-analyzed, 0 already stored, 1 failed" in proc.stderr
+    assert "build failed:" in proc.stdout and "#error sizewatch pipeline test" in proc.stdout
+    from db.store import open_store
+    with open_store(db) as s:
+        (ser,) = s.list_series()
+        (b,) = s.builds_for_commit(ser.patches[0].commit_sha)
+        assert b.status == "failed" and any("#error" in e for e in b.errors)
+        assert s.objects_for(b.id) == []
+    again = run_cli("run", "--series", mbox, "--toolchains", "gcc-12", db=db)
+    assert "0 built, 0 re-analyzed, 2 already stored" in again.stderr and again.stdout == proc.stdout
