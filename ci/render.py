@@ -22,7 +22,9 @@ def _finding_sort(f) -> tuple:
 def _finding_lines(t: ToolchainReport, limit_single: int = 12) -> list[str]:
     """Changes against the parent first, then what is new in this build; the rest only counted."""
     out = [f"  {f.kind}: {f.message or f.function}" for f in sorted(t.changes, key=_finding_sort)]
-    single = sorted(t.new_in_build, key=_finding_sort)
+    changed = {f.function for f in t.changes if f.kind != "boundary_crossing"}
+    # a function already reported as changed is not repeated (the JSON keeps every finding)
+    single = sorted([f for f in t.new_in_build if f.function not in changed], key=_finding_sort)
     shown = single[:limit_single]
     out += [f"  [in this build] {f.kind}: {f.message or f.function}" for f in shown]
     if len(single) > len(shown):
