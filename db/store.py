@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
 from db import migrate as _migrate
+from db.botstore import BotStore, SqliteBotStore
 from db.errors import StoreError
 from db.models import (Build, BuildRecord, Commit, FindingRow, FunctionRow, HistoryPoint, MatrixRow,
                        ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
@@ -63,8 +64,11 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class Store(ABC):
-    """What the rest of sizewatch may ask of a store. Every method returns plain dataclasses."""
+class Store(BotStore, ABC):
+    """What the rest of sizewatch may ask of a store. Every method returns plain dataclasses.
+
+    The mail bot's methods (``bot_*``) come from ``db.botstore.BotStore``.
+    """
 
     # --- writes -------------------------------------------------------------------------------
     @abstractmethod
@@ -199,7 +203,7 @@ def _build(row: tuple) -> Build:
     return Build(*r)
 
 
-class SqliteStore(Store):
+class SqliteStore(SqliteBotStore, Store):
     def __init__(self, path: Path, upto: int | None = None):
         self.path = Path(path)
         self._local = threading.local()
