@@ -39,6 +39,9 @@ from ci.commands import COMMANDS as _PIPELINE_COMMANDS  # noqa: E402  run, repor
 for _cmd in _PIPELINE_COMMANDS:
     main.add_command(_cmd)
 
+from web.serve import serve_cmd as _serve  # noqa: E402  the dashboard (issue 6)
+main.add_command(_serve)
+
 
 if __name__ == "__main__":
     main()

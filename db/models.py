@@ -207,3 +207,58 @@ class MatrixRow:
     def to_dict(self) -> dict:
         return {"name": self.name, "cells": {k: {"size": v[0], "declared": v[1], "out_of_line": v[2],
                                                  "inlined_count": v[3]} for k, v in self.cells.items()}}
+
+
+SEVERITY_RANK = {"error": 0, "warning": 1, "notice": 2, "info": 3}
+
+
+@dataclass
+class BuildSummary:
+    """One build of a commit next to its parent's build: what a cell of the dashboard's index and
+    series pages shows, without regenerating the bloat-o-meter tables.
+
+    ``findings`` are the ones a report lists (changes against the parent plus the build's own
+    findings that the parent build does not have), with ``data`` left empty; ``carried`` counts the
+    own findings the parent build has too.
+    """
+    commit_sha: str
+    build_id: int
+    toolchain: str
+    toolchain_version: str
+    config_key: str
+    target: str
+    status: str
+    errors: list[str]
+    text: int | None                    # size(1) text of the build's objects; None for a failed build
+    base_build_id: int | None = None
+    base_status: str | None = None
+    base_text: int | None = None
+    findings: list[FindingRow] = field(default_factory=list)
+    carried: int = 0
+
+    @property
+    def text_delta(self) -> int | None:
+        return None if self.text is None or self.base_text is None else self.text - self.base_text
+
+    @property
+    def severities(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.findings:
+            out[f.severity or "info"] = out.get(f.severity or "info", 0) + 1
+        return out
+
+    @property
+    def worst(self) -> FindingRow | None:
+        """The most severe finding; changes against the parent before the build's own."""
+        if not self.findings:
+            return None
+        return min(self.findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 4), f.base_build_id is None,
+                                                 f.kind, f.function))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(text_delta=self.text_delta, severities=self.severities,
+                 worst=self.worst.to_dict() if self.worst else None)
+        for f in d["findings"]:
+            f.pop("data", None)
+        return d

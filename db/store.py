@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.errors import StoreError
-from db.models import (Build, BuildRecord, Commit, FindingRow, FunctionRow, HistoryPoint, MatrixRow,
+from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionRow, HistoryPoint, MatrixRow,
                        ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
 
 T = TypeVar("T")
@@ -157,6 +157,15 @@ class Store(BotStore, ABC):
 
     @abstractmethod
     def series_for_commit(self, sha: str) -> list[Series]: ...
+
+    @abstractmethod
+    def build_summaries(self, shas: list[str], tree: str | None = None) -> list[BuildSummary]:
+        """For each commit, the latest build per (toolchain, config, target) beside its parent's build:
+        status, size(1) text of both, and the findings a report lists (without their data)."""
+
+    @abstractmethod
+    def tree_path(self, name: str) -> str | None:
+        """Where the named tree was built from (None: unknown tree)."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -615,6 +624,59 @@ class SqliteStore(SqliteBotStore, Store):
             self._SERIES_SELECT + " WHERE s.id IN (SELECT series_id FROM series_patches WHERE commit_sha = ?) "
             "ORDER BY s.id DESC", (sha,)).fetchall()
         return self._series(rows)
+
+    @_retry_busy
+    def build_summaries(self, shas: list[str], tree: str | None = None) -> list[BuildSummary]:
+        """A handful of set-wise queries for any number of commits (the dashboard asks for ~100 at once)."""
+        if not shas:
+            return []
+        conn = self._conn()
+        q = ("SELECT b.id, c.sha, c.parent_sha, t.name, tc.name, tc.version, cf.key, b.target, b.status, b.errors "
+             "FROM builds b JOIN commits c ON c.id = b.commit_id JOIN trees t ON t.id = c.tree_id "
+             "JOIN toolchains tc ON tc.id = b.toolchain_id JOIN configs cf ON cf.id = b.config_id "
+             "WHERE c.sha IN (SELECT value FROM json_each(?))")
+        tree_q, tree_a = (" AND t.name = ?", [tree]) if tree else ("", [])
+        heads: dict[tuple, tuple] = {}
+        parents: dict[str, str | None] = {}
+        for row in conn.execute(q + tree_q + " ORDER BY b.id", [json.dumps(list(shas)), *tree_a]):
+            bid, sha, parent, tname, tc, ver, key, target = row[:8]
+            heads[(sha, tc, key, target)] = row          # ordered by id: the latest build wins
+            parents[sha] = parent
+        wanted_parents = sorted({p for p in parents.values() if p})
+        bases: dict[tuple, tuple[int, str]] = {}
+        if wanted_parents:
+            for bid, sha, _, tname, tc, ver, key, target, status, _ in conn.execute(
+                    q + tree_q + " ORDER BY b.id", [json.dumps(wanted_parents), *tree_a]):
+                bases[(tname, sha, tc, ver, key, target)] = (bid, status)
+        out: list[BuildSummary] = []
+        for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors) in heads.items():
+            base = bases.get((tname, parent, tc, ver, key, target)) if parent else None
+            out.append(BuildSummary(sha, bid, tc, ver, key, target, status, json.loads(errors), None,
+                                    base[0] if base else None, base[1] if base else None))
+        ids = [s.build_id for s in out] + [s.base_build_id for s in out if s.base_build_id is not None]
+        ids_json = json.dumps(ids)
+        text = dict(conn.execute("SELECT build_id, sum(text) FROM objects WHERE build_id IN "
+                                 "(SELECT value FROM json_each(?)) GROUP BY build_id", (ids_json,)))
+        found: dict[int, list[tuple]] = {}
+        for row in conn.execute("SELECT build_id, base_build_id, kind, function, severity, message FROM findings "
+                                "WHERE build_id IN (SELECT value FROM json_each(?)) ORDER BY id", (ids_json,)):
+            found.setdefault(row[0], []).append(row)
+        for s in out:
+            s.text = text.get(s.build_id) if s.status == "ok" else None
+            s.base_text = text.get(s.base_build_id) if s.base_status == "ok" else None
+            before = ({(k, fn) for _, b, k, fn, _, _ in found.get(s.base_build_id, ()) if b is None}
+                      if s.base_status == "ok" else set())
+            for _, b, k, fn, sev, msg in found.get(s.build_id, ()):
+                if b is None and (k, fn) in before:
+                    s.carried += 1
+                elif b is None or b == s.base_build_id:
+                    s.findings.append(FindingRow(k, fn, sev, msg, {}, b))
+        return out
+
+    @_retry_busy
+    def tree_path(self, name: str) -> str | None:
+        row = self._conn().execute("SELECT path FROM trees WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -15,7 +15,11 @@ APT_PACKAGES=(
   bubblewrap ccache
   # python
   python3 python3-venv python3-dev
+  # the dashboard: a real browser for its tests (driven through chromedriver), a load tool for its bench
+  chromium chromium-driver wrk
 )
+# the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is present
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 EXTRA=${SIZEWATCH_EXTRA_APT:-}
 
 missing=()
@@ -42,4 +46,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   fi
   rm -f "$log"
   echo "$want" > "$stamp"
+fi
+
+# the dashboard's browser libraries (web/package-lock.json), served by the app itself: no CDN, works offline
+if ! cmp -s web/package-lock.json web/node_modules/.sizewatch-lock 2>/dev/null; then
+  log=$(mktemp)
+  if ! (cd web && npm ci --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; echo "install: npm ci (web/) failed" >&2; exit 1
+  fi
+  rm -f "$log"
+  cp web/package-lock.json web/node_modules/.sizewatch-lock
 fi

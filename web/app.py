@@ -1,0 +1,25 @@
+"""The dashboard's Flask application: one store, read-only pages, token-guarded actions."""
+from __future__ import annotations
+
+from flask import Flask
+
+from db.store import Store, open_store
+from web import errors, formatting
+from web.jobs import Jobs
+from web.settings import WebSettings
+
+
+def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
+    """An app serving ``settings.db`` (or the given store). Each page module brings its own routes."""
+    from web.pages import PAGES
+    app = Flask(__name__)
+    app.json.sort_keys = False
+    app.extensions["sizewatch.settings"] = settings
+    app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)
+    app.extensions["sizewatch.jobs"] = Jobs(settings.job_logs)
+    for bp in PAGES:
+        app.register_blueprint(bp)
+    errors.register(app)
+    formatting.register(app)
+    app.jinja_env.globals["actions_enabled"] = settings.token is not None
+    return app

@@ -1,0 +1,77 @@
+"""One dashboard cell: a commit's builds under one toolchain (all its targets) against the parent's,
+from ``Store.build_summaries``; and a series' column of such cells summed up."""
+from __future__ import annotations
+
+from db.models import SEVERITY_RANK, BuildSummary, FindingRow
+from db.reports import toolchain_key
+
+_STATUS_RANK = {"killed": 0, "timeout": 1, "failed": 2, "ok": 3}
+
+
+def _worst(findings: list[FindingRow]) -> FindingRow | None:
+    if not findings:
+        return None
+    return min(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 4), f.base_build_id is None, f.kind,
+                                        f.function))
+
+
+def _brief(f: FindingRow | None) -> dict | None:
+    return None if f is None else {"kind": f.kind, "function": f.function, "severity": f.severity or "info",
+                                   "message": f.message, "change": f.base_build_id is not None}
+
+
+def cell(summaries: list[BuildSummary]) -> dict:
+    """Worst build status, summed text sizes and deltas, finding counts and the worst finding."""
+    status = min((s.status for s in summaries), key=lambda st: _STATUS_RANK.get(st, -1))
+    findings = [f for s in summaries for f in s.findings]
+    severities: dict[str, int] = {}
+    for f in findings:
+        severities[f.severity or "info"] = severities.get(f.severity or "info", 0) + 1
+    deltas = [s.text_delta for s in summaries]
+    base_missing = any(s.base_status is None for s in summaries)
+    return {
+        "status": status,
+        "build_ids": [s.build_id for s in summaries],
+        "targets": [s.target for s in summaries],
+        "text": None if any(s.text is None for s in summaries) else sum(s.text for s in summaries),
+        "text_delta": None if any(d is None for d in deltas) else sum(deltas),
+        "base": "not built" if base_missing else min((s.base_status for s in summaries),
+                                                     key=lambda st: _STATUS_RANK.get(st, -1)),
+        "findings": len(findings),
+        "severities": dict(sorted(severities.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4))),
+        "carried": sum(s.carried for s in summaries),
+        "worst": _brief(_worst(findings)),
+        "error": next((e for s in summaries for e in s.errors), None) if status != "ok" else None,
+    }
+
+
+def column(cells: list[dict], not_applied: int = 0) -> dict:
+    """A series under one toolchain: failed builds, summed text delta, all findings, the worst one."""
+    worst = [c["worst"] for c in cells if c["worst"]]
+    severities: dict[str, int] = {}
+    for c in cells:
+        for k, n in c["severities"].items():
+            severities[k] = severities.get(k, 0) + n
+    deltas = [c["text_delta"] for c in cells]
+    return {
+        "patches": len(cells),
+        "failed_builds": sum(1 for c in cells if c["status"] != "ok"),
+        "not_applied": not_applied,
+        "text_delta": sum(d for d in deltas if d is not None) if any(d is not None for d in deltas) else None,
+        "findings": sum(c["findings"] for c in cells),
+        "severities": dict(sorted(severities.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4))),
+        "worst": min(worst, key=lambda w: (SEVERITY_RANK.get(w["severity"], 4), not w["change"], w["kind"]))
+        if worst else None,
+    }
+
+
+def by_commit(summaries: list[BuildSummary]) -> dict[str, dict[str, dict]]:
+    """{sha: {toolchain: cell}} with toolchains in display order."""
+    grouped: dict[str, dict[str, list[BuildSummary]]] = {}
+    for s in summaries:
+        grouped.setdefault(s.commit_sha, {}).setdefault(s.toolchain, []).append(s)
+    return {sha: {tc: cell(tcs[tc]) for tc in sorted(tcs, key=toolchain_key)} for sha, tcs in grouped.items()}
+
+
+def toolchains_of(cells_by_sha: dict[str, dict[str, dict]]) -> list[str]:
+    return sorted({tc for cells in cells_by_sha.values() for tc in cells}, key=toolchain_key)

@@ -1,0 +1,150 @@
+"""``/commit/<sha-or-prefix>``: the patch page. Per toolchain: the bloat-o-meter table against the
+parent (sortable), clone-aware groups, inline changes with the compilers' reasons, alignment and
+cache-line crossings with their headroom, the build's own findings and its compiler errors.
+
+The same report as plain text is ``/commit/<sha>.txt`` (what ``sizewatch report`` prints) and as
+JSON ``/api/commit/<sha>``.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, abort, jsonify, render_template
+
+from analyzer import formats
+from analyzer.bloat import Comparison
+from analyzer.clones import parse
+from ci import render
+from db.models import Commit, FindingRow
+from db.reports import PatchReport, ToolchainReport, commit_report
+from db.store import Store
+from web import context, params
+
+bp = Blueprint("commit", __name__)
+
+INLINE_KINDS = ("pushed_out_of_line", "newly_out_of_line", "newly_inlined")
+
+
+def find_commit(store: Store, rev: str) -> Commit:
+    commit = store.get_commit(params.commit_ref(rev))
+    if commit is None:
+        abort(404, description=f"no commit {rev} in the store")
+    return commit
+
+
+def _table(t: Comparison) -> dict:
+    d = formats.table_dict(t)
+    for r in d["rows"]:
+        r["function"] = parse(r["name"]).base
+    return d
+
+
+def _clone_groups(t: Comparison) -> list[dict]:
+    """Only the groups where a clone (.part, .constprop, .isra, .cold...) is involved."""
+    out = []
+    for g in formats.clone_groups(t):
+        if not any(parse(m.name).is_clone for m in g.members) and not any(
+                parse(n).base == g.base and n != g.base for n in (t.old_sizes.keys() | t.new_sizes.keys())):
+            continue
+        names = sorted(n for n in t.old_sizes.keys() | t.new_sizes.keys() if parse(n).base == g.base)
+        out.append({"function": g.base, "old": g.old, "new": g.new, "delta": g.delta, "moved": g.delta == 0,
+                    "members": [{"name": n, "old": t.old_sizes.get(n), "new": t.new_sizes.get(n),
+                                 "delta": (t.new_sizes.get(n) or 0) - (t.old_sizes.get(n) or 0)} for n in names]})
+    return out
+
+
+def _details(f: FindingRow) -> dict:
+    return f.data.get("details", {}) if isinstance(f.data, dict) else {}
+
+
+def _finding(f: FindingRow) -> dict:
+    d = _details(f)
+    return {"kind": f.kind, "function": f.function, "severity": f.severity or "info", "message": f.message,
+            "reason": d.get("reason") or next(iter(d.get("reasons") or []), None),
+            "was": d.get("base"), "now": d.get("head") if isinstance(d.get("head"), str) else None,
+            "declared": d.get("declared_head") or d.get("declared"),
+            "pushed_by": d.get("pushed_by", []), "inlined_into": d.get("inlined_into", {}),
+            "size": d.get("size") if "size" in d else d.get("base_size")}
+
+
+def _crossing(f: FindingRow) -> dict:
+    d = _details(f)
+    return {"function": f.function, "message": f.message, "delta": d.get("delta"), "crossed": d.get("crossed", []),
+            "placed": d.get("placed", False), "base": d.get("base", {}), "head": d.get("head", {})}
+
+
+def toolchain_data(store: Store, t: ToolchainReport) -> dict:
+    changes = t.changes
+    objects = store.objects_for(t.build_id) if t.status == "ok" else []
+    base_objects = store.objects_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else []
+    text = sum(o.text for o in objects) if objects else None
+    base_text = sum(o.text for o in base_objects) if base_objects else None
+    return {
+        "toolchain": t.toolchain, "version": t.toolchain_version, "target": t.target, "config": t.config_key,
+        "status": t.status, "build_id": t.build_id, "base_build_id": t.base_build_id, "base_status": t.base_status,
+        "seconds": t.seconds, "analyzed": t.analyzed, "errors": t.errors,
+        "text": {"old": base_text, "new": text,
+                 "delta": None if text is None or base_text is None else text - base_text},
+        "tables": [_table(tab) for tab in t.tables],
+        "clone_groups": [g for tab in t.tables for g in _clone_groups(tab)],
+        "inline_changes": [_finding(f) for f in sorted(changes, key=render._finding_sort) if f.kind in INLINE_KINDS],
+        "crossings": [_crossing(f) for f in changes if f.kind == "boundary_crossing"],
+        "other_changes": [_finding(f) for f in changes if f.kind not in INLINE_KINDS + ("boundary_crossing",)],
+        "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=render._finding_sort)],
+        "carried": t.carried,
+        "links": {"log": f"/build/{t.build_id}/log"},
+    }
+
+
+def report_for(store: Store, commit: Commit, toolchains: list[str] | None, target: str | None) -> PatchReport:
+    return commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None)
+
+
+def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, target: str | None = None) -> dict:
+    commit = find_commit(store, rev)
+    rep = report_for(store, commit, toolchains, target)
+    series = []
+    for s in store.series_for_commit(commit.sha):
+        pos = next((p.position for p in s.patches if p.commit_sha == commit.sha), None)
+        series.append({"id": s.id, "subject": s.subject, "position": pos, "patches": len(s.patches),
+                       "url": f"/series/{s.id}"})
+    parent = store.get_commit(commit.parent_sha, commit.tree) if commit.parent_sha else None
+    return {"commit": commit.to_dict(), "series": series,
+            "parent": {"sha": commit.parent_sha, "subject": parent.subject if parent else None,
+                       "stored": parent is not None},
+            "toolchains": [toolchain_data(store, t) for t in rep.toolchains],
+            "links": {"text": f"/commit/{commit.sha}.txt", "json": f"/api/commit/{commit.sha}",
+                      "matrix": f"/matrix/{commit.sha}", "rerun": f"/api/commit/{commit.sha}/rerun",
+                      "parent": f"/commit/{commit.parent_sha}" if parent else None}}
+
+
+def _args() -> dict:
+    return {"toolchains": params.toolchains_arg(), "target": params.target_arg()}
+
+
+@bp.get("/commit/<rev>")
+def page(rev: str):
+    data = commit_data(context.store(), rev, **_args())
+    return render_template("commit.html", d=data, api=data["links"]["json"])
+
+
+@bp.get("/api/commit/<rev>")
+def api(rev: str):
+    return jsonify(commit_data(context.store(), rev, **_args()))
+
+
+@bp.get("/commit/<rev>.txt")
+def text(rev: str):
+    store = context.store()
+    args = _args()
+    rep = report_for(store, find_commit(store, rev), args["toolchains"], args["target"])
+    return render.patch_text(rep), 200, {"Content-Type": "text/plain; charset=utf-8"}
+
+
+@bp.get("/build/<int:build_id>/log")
+def build_log(build_id: int):
+    store = context.store()
+    b = store.get_build(build_id)
+    if b is None:
+        abort(404, description=f"no build {build_id} in the store")
+    head = (f"# build {b.id}: {b.commit_sha} {b.toolchain} ({b.toolchain_version}) {b.target} "
+            f"[{b.config_key}]: {b.status}, {b.seconds:.1f} s\n")
+    return head + (store.build_log(build_id) or "(no log stored)\n"), 200, {"Content-Type": "text/plain; charset=utf-8"}

@@ -1,0 +1,52 @@
+"""``/matrix/<sha>``: for one commit, every function whose size or inline status differs between
+the toolchains (``?all=1``: every function)."""
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, render_template
+
+from db.models import MatrixRow
+from db.reports import toolchain_key
+from db.store import Store
+from web import context, params
+from web.pages.commit import find_commit
+
+bp = Blueprint("matrix", __name__)
+
+
+def _differs(row: MatrixRow) -> bool:
+    vals = list(row.cells.values())
+    return any((v[0], v[2], bool(v[3])) != (vals[0][0], vals[0][2], bool(vals[0][3])) for v in vals[1:])
+
+
+def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | None = None) -> dict:
+    commit = find_commit(store, rev)
+    rows = store.toolchain_matrix(commit.sha, commit.tree, target)
+    tcs = sorted({tc for r in rows for tc in r.cells}, key=toolchain_key)
+    out = []
+    for r in rows:
+        if not show_all and not _differs(r):
+            continue
+        sizes = [v[0] for v in r.cells.values() if v[0] is not None]
+        out.append({"function": r.name,
+                    "spread": (max(sizes) - min(sizes)) if sizes else 0,
+                    "cells": {tc: {"size": r.cells[tc][0], "declared": r.cells[tc][1],
+                                   "out_of_line": r.cells[tc][2], "inlined_count": r.cells[tc][3]}
+                              for tc in tcs if tc in r.cells}})
+    out.sort(key=lambda r: (-r["spread"], r["function"]))
+    return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": len(rows),
+            "rows": out, "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
+
+
+def _args() -> dict:
+    return {"show_all": params.flag_arg("all"), "target": params.target_arg()}
+
+
+@bp.get("/matrix/<rev>")
+def page(rev: str):
+    data = matrix_data(context.store(), rev, **_args())
+    return render_template("matrix.html", d=data, api=data["links"]["json"])
+
+
+@bp.get("/api/matrix/<rev>")
+def api(rev: str):
+    return jsonify(matrix_data(context.store(), rev, **_args()))

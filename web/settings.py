@@ -1,0 +1,41 @@
+"""What a dashboard server is configured with: the store, the action token, where job logs go."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def sizewatch_command() -> list[str]:
+    """How to start the pipeline from the server: the console script beside this Python, else the module."""
+    exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+
+
+def read_token(token: str | None, token_file: str | os.PathLike | None) -> str | None:
+    """The action token: ``--token`` / ``$SIZEWATCH_TOKEN``, else the first line of ``--token-file``.
+
+    An empty token counts as none (actions stay disabled): a blank variable must not open them.
+    """
+    if token_file and not token:
+        try:
+            lines = Path(token_file).read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"{token_file}: cannot read the token file: {getattr(e, 'strerror', e)}") from None
+        token = lines[0] if lines else ""
+    token = (token or "").strip()
+    return token or None
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    db: Path
+    token: str | None = None                        # None: read-only, every action answers 403
+    jobs_dir: Path | None = None                    # re-run logs (default: <db>.jobs beside the store)
+    command: list[str] = field(default_factory=sizewatch_command)
+
+    @property
+    def job_logs(self) -> Path:
+        return self.jobs_dir or self.db.with_name(self.db.name + ".jobs")
