@@ -48,7 +48,8 @@ def status_text(p: HistoryPoint) -> str:
 
 
 def history_columns(points: list[HistoryPoint]) -> dict:
-    """Commits in history order and, per line, sizes and states aligned with them (None: no point)."""
+    """Commits in history order and the lines (gcc first, then clang, by version), each with sizes,
+    states (an index into STATES), inline counts and declarations aligned with the commits (None: no point)."""
     order: dict[str, int] = {}
     commits: dict[str, list] = {"sha": [], "subject": [], "date": []}
     for p in points:
@@ -71,5 +72,6 @@ def history_columns(points: list[HistoryPoint]) -> dict:
         line["state"][i] = state(p)
         line["inlined"][i] = p.inlined_count
         line["declared"][i] = p.declared
-    ordered = dict(sorted(lines.items(), key=lambda kv: (toolchain_key(kv[1]["toolchain"]), kv[1]["target"])))
+    ordered = [{"label": label, **line} for label, line in
+               sorted(lines.items(), key=lambda kv: (toolchain_key(kv[1]["toolchain"]), kv[1]["target"]))]
     return {"commits": commits, "lines": ordered, "states": list(STATES), "markers": list(MARKERS)}

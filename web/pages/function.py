@@ -46,7 +46,7 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
         latest[f"{p.toolchain} {p.target}" if multi_target else p.toolchain] = p
     current = [{"line": label, "toolchain": latest[label].toolchain, "commit": latest[label].commit_sha,
                 "size": latest[label].size if latest[label].status == "ok" else None,
-                "status": charts.status_text(latest[label])} for label in cols["lines"]]
+                "status": charts.status_text(latest[label])} for label in (ln["label"] for ln in cols["lines"])]
     return {"function": name, "toolchain": toolchain, "target": target, "points": len(points),
             "chart": cols, "current": current,
             "changes": list(reversed(changed))[:limit], "changes_total": len(changed),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, render_template
 
+from analyzer.clones import parse
 from db.models import MatrixRow
 from db.reports import toolchain_key
 from db.store import Store
@@ -18,9 +19,33 @@ def _differs(row: MatrixRow) -> bool:
     return any((v[0], v[2], bool(v[3])) != (vals[0][0], vals[0][2], bool(vals[0][3])) for v in vals[1:])
 
 
+def by_source_function(rows: list[MatrixRow]) -> tuple[list[MatrixRow], dict[str, dict[str, list[str]]]]:
+    """Clone symbols (``foo.constprop.0``, ``foo.cold``...) summed into their source function's row, so a
+    function gcc clones and clang does not compares as one; returns the rows and, per function and
+    toolchain, the symbols that make up its size."""
+    groups: dict[str, list[MatrixRow]] = {}
+    for r in rows:
+        groups.setdefault(parse(r.name).base, []).append(r)
+    out, symbols = [], {}
+    for base, members in groups.items():
+        if len(members) == 1 and members[0].name == base:
+            out.append(members[0])
+            continue
+        own = next((m for m in members if m.name == base), None)
+        cells = {}
+        for tc in {tc for m in members for tc in m.cells}:
+            sizes = [m.cells[tc][0] for m in members if tc in m.cells and m.cells[tc][0] is not None]
+            facts = own.cells.get(tc, (None,) * 4) if own else (None,) * 4
+            cells[tc] = (sum(sizes) if sizes else None, facts[1], facts[2], facts[3])
+            symbols.setdefault(base, {})[tc] = sorted(m.name for m in members
+                                                      if tc in m.cells and m.cells[tc][0] is not None)
+        out.append(MatrixRow(base, cells))
+    return out, symbols
+
+
 def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | None = None) -> dict:
     commit = find_commit(store, rev)
-    rows = store.toolchain_matrix(commit.sha, commit.tree, target)
+    rows, symbols = by_source_function(store.toolchain_matrix(commit.sha, commit.tree, target))
     tcs = sorted({tc for r in rows for tc in r.cells}, key=toolchain_key)
     out = []
     for r in rows:
@@ -30,7 +55,8 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
         out.append({"function": r.name,
                     "spread": (max(sizes) - min(sizes)) if sizes else 0,
                     "cells": {tc: {"size": r.cells[tc][0], "declared": r.cells[tc][1],
-                                   "out_of_line": r.cells[tc][2], "inlined_count": r.cells[tc][3]}
+                                   "out_of_line": r.cells[tc][2], "inlined_count": r.cells[tc][3],
+                                   "symbols": symbols.get(r.name, {}).get(tc, [r.name] if r.cells[tc][0] else [])}
                               for tc in tcs if tc in r.cells}})
     out.sort(key=lambda r: (-r["spread"], r["function"]))
     return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": len(rows),

@@ -9,9 +9,8 @@
   var palette = ["#1f5fbf", "#d1495b", "#2a9d8f", "#e9a100", "#7b2cbf", "#3d5a80", "#e76f51", "#588157",
                  "#b5838d", "#264653"];
   var labels = d.commits.sha.map(function (s) { return s.slice(0, 12); });
-  var names = Object.keys(d.lines);
-  var datasets = names.map(function (name, k) {
-    var line = d.lines[name];
+  var datasets = d.lines.map(function (line, k) {
+    var name = line.label;
     var color = palette[k % palette.length];
     var data = line.size.map(function (v, i) {
       if (line.state[i] === null) return null;                      // not built at this commit
