@@ -100,7 +100,7 @@ def main() -> None:
     if not args.no_vmlinux:
         pkgs = args.packages
         a, b = (dbg_vmlinux.vmlinux(p) for p in pkgs)
-        label = "vmlinux " + " -> ".join(p.split("-")[4] for p in pkgs)
+        label = "vmlinux " + " -> ".join(p.split("-")[3] for p in pkgs)
         print(f"# {pkgs[0]} ({a.stat().st_size >> 20} MB) -> {pkgs[1]} ({b.stat().st_size >> 20} MB)")
         run_pair(label, a, b, [[], ["-c"]], max(1, args.n // 2 + 1))
 
