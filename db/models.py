@@ -217,9 +217,9 @@ class BuildSummary:
     """One build of a commit next to its parent's build: what a cell of the dashboard's index and
     series pages shows, without regenerating the bloat-o-meter tables.
 
-    ``findings`` are the ones a report lists (changes against the parent plus the build's own
-    findings that the parent build does not have), with ``data`` left empty; ``carried`` counts the
-    own findings the parent build has too.
+    The findings counted are the ones a report lists: changes against the parent plus the build's
+    own findings that the parent build does not have; ``carried`` counts the own findings the parent
+    build has too. ``worst`` is the most severe (changes before the build's own), without its data.
     """
     commit_sha: str
     build_id: int
@@ -233,7 +233,9 @@ class BuildSummary:
     base_build_id: int | None = None
     base_status: str | None = None
     base_text: int | None = None
-    findings: list[FindingRow] = field(default_factory=list)
+    severities: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)
+    worst: FindingRow | None = None
     carried: int = 0
 
     @property
@@ -241,24 +243,12 @@ class BuildSummary:
         return None if self.text is None or self.base_text is None else self.text - self.base_text
 
     @property
-    def severities(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for f in self.findings:
-            out[f.severity or "info"] = out.get(f.severity or "info", 0) + 1
-        return out
-
-    @property
-    def worst(self) -> FindingRow | None:
-        """The most severe finding; changes against the parent before the build's own."""
-        if not self.findings:
-            return None
-        return min(self.findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 4), f.base_build_id is None,
-                                                 f.kind, f.function))
+    def findings(self) -> int:
+        return sum(self.severities.values())
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(text_delta=self.text_delta, severities=self.severities,
-                 worst=self.worst.to_dict() if self.worst else None)
-        for f in d["findings"]:
-            f.pop("data", None)
+        d.update(text_delta=self.text_delta, findings=self.findings)
+        if d["worst"]:
+            d["worst"].pop("data", None)
         return d

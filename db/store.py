@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.errors import StoreError
-from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionRow, HistoryPoint, MatrixRow,
+from db.models import (SEVERITY_RANK, Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionRow, HistoryPoint, MatrixRow,
                        ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
 
 T = TypeVar("T")
@@ -161,7 +161,8 @@ class Store(BotStore, ABC):
     @abstractmethod
     def build_summaries(self, shas: list[str], tree: str | None = None) -> list[BuildSummary]:
         """For each commit, the latest build per (toolchain, config, target) beside its parent's build:
-        status, size(1) text of both, and the findings a report lists (without their data)."""
+        status, size(1) text of both, and the findings a report lists (without their data; only the
+        worst one of each build with its message)."""
 
     @abstractmethod
     def tree_path(self, name: str) -> str | None:
@@ -657,20 +658,39 @@ class SqliteStore(SqliteBotStore, Store):
         ids_json = json.dumps(ids)
         text = dict(conn.execute("SELECT build_id, sum(text) FROM objects WHERE build_id IN "
                                  "(SELECT value FROM json_each(?)) GROUP BY build_id", (ids_json,)))
-        found: dict[int, list[tuple]] = {}
-        for row in conn.execute("SELECT build_id, base_build_id, kind, function, severity, message FROM findings "
-                                "WHERE build_id IN (SELECT value FROM json_each(?)) ORDER BY id", (ids_json,)):
-            found.setdefault(row[0], []).append(row)
         for s in out:
             s.text = text.get(s.build_id) if s.status == "ok" else None
             s.base_text = text.get(s.base_build_id) if s.base_status == "ok" else None
+        # read from the findings_summary index alone (0007), never the rows with their JSON data
+        found: dict[int, list[tuple]] = {}
+        for row in conn.execute("SELECT build_id, base_build_id, kind, function, severity, id FROM findings "
+                                "WHERE build_id IN (SELECT value FROM json_each(?))", (ids_json,)):
+            found.setdefault(row[0], []).append(row)
+        worst_ids: dict[int, BuildSummary] = {}
+        for s in out:
             before = ({(k, fn) for _, b, k, fn, _, _ in found.get(s.base_build_id, ()) if b is None}
                       if s.base_status == "ok" else set())
-            for _, b, k, fn, sev, msg in found.get(s.build_id, ()):
+            sev_n, kind_n, best = s.severities, s.kinds, None
+            for _, b, k, fn, sev, fid in found.get(s.build_id, ()):
                 if b is None and (k, fn) in before:
                     s.carried += 1
-                elif b is None or b == s.base_build_id:
-                    s.findings.append(FindingRow(k, fn, sev, msg, {}, b))
+                    continue
+                if b is not None and b != s.base_build_id:
+                    continue
+                sev = sev or "info"
+                sev_n[sev] = sev_n.get(sev, 0) + 1
+                kind_n[k] = kind_n.get(k, 0) + 1
+                key = (SEVERITY_RANK.get(sev, 4), b is None, k, fn, fid)
+                if best is None or key < best:
+                    best = key
+            if best is not None:
+                worst_ids[best[-1]] = s
+            s.severities = dict(sorted(sev_n.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4)))
+        if worst_ids:                   # messages only for each build's worst finding: the rest are counted
+            for fid, kind, fn, sev, msg, b in conn.execute(
+                    "SELECT id, kind, function, severity, message, base_build_id FROM findings "
+                    "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(worst_ids)),)):
+                worst_ids[fid].worst = FindingRow(kind, fn, sev, msg, {}, b)
         return out
 
     @_retry_busy

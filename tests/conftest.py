@@ -92,6 +92,30 @@ def example_series():
     return get
 
 
+EXAMPLE_MBOX = ROOT / "examples" / "rmqueue-always-inline.mbox"
+EXAMPLE_TOOLCHAINS = "gcc-12,clang-19"
+
+
+def sizewatch_cmd() -> list[str]:
+    exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+
+
+@pytest.fixture(scope="session")
+def example_store(example_series, tmp_path_factory):
+    """One real ``sizewatch run --series examples/... --toolchains gcc-12,clang-19`` into a fresh store,
+    shared by the pipeline's and the dashboard's tests: (store path, the run's CompletedProcess).
+    Objects come from the example_series cache, so the run spends its time in the pipeline."""
+    for tc in EXAMPLE_TOOLCHAINS.split(","):
+        example_series(tc)
+    db = tmp_path_factory.mktemp("example-store") / "store.db"
+    proc = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), "--toolchains", EXAMPLE_TOOLCHAINS,
+                           "--db", str(db)], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"sizewatch run of the example series failed:\n{proc.stderr}")
+    return db, proc
+
+
 @pytest.fixture(scope="session")
 def output_dir() -> Path:
     """Where tests leave artifacts for humans (screenshots, reports)."""

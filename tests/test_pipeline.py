@@ -47,11 +47,10 @@ def built(example_series):
 
 
 @pytest.fixture(scope="module")
-def reference(built, tmp_path_factory):
-    """One uninterrupted run into its own store: its report is what every other run must print."""
-    db = tmp_path_factory.mktemp("ref") / "ref.db"
-    proc = run_series(db)
-    return db, proc
+def reference(built, example_store):
+    """One uninterrupted run into its own store (conftest's, shared with the dashboard's tests): its
+    report is what every other run must print."""
+    return example_store
 
 
 def built_key() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, Response, jsonify, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from db.errors import StoreError
@@ -16,15 +16,16 @@ from db.errors import StoreError
 log = logging.getLogger("sizewatch.web")
 
 
-def _answer(status: int, title: str, message: str):
-    if request.path.startswith("/api/"):
+def _answer(status: int, title: str, message: str) -> Response:
+    if request.path.startswith("/api/") or request.path == "/api":
         resp = jsonify({"error": message, "status": status})
     elif request.path.endswith(".txt"):
-        resp = (f"{status} {title}: {message}\n", {"Content-Type": "text/plain; charset=utf-8"})
-        return resp[0], status, resp[1]
+        resp = make_response(f"{status} {title}: {message}\n")
+        resp.content_type = "text/plain; charset=utf-8"
     else:
-        resp = render_template("error.html", status=status, title=title, message=message)
-    return resp, status
+        resp = make_response(render_template("error.html", status=status, title=title, message=message))
+    resp.status_code = status
+    return resp
 
 
 def register(app: Flask) -> None:
@@ -34,8 +35,8 @@ def register(app: Flask) -> None:
         if e.code == 404 and message.startswith("The requested URL was not found"):
             message = f"nothing at {request.path}"
         resp = _answer(e.code or 500, e.name, message)
-        if e.code == 405:
-            resp[0].headers["Allow"] = ", ".join(e.valid_methods or [])  # type: ignore[union-attr]
+        if e.code == 405 and getattr(e, "valid_methods", None):
+            resp.headers["Allow"] = ", ".join(e.valid_methods)
         return resp
 
     @app.errorhandler(StoreError)

@@ -23,10 +23,13 @@ def _brief(f: FindingRow | None) -> dict | None:
 def cell(summaries: list[BuildSummary]) -> dict:
     """Worst build status, summed text sizes and deltas, finding counts and the worst finding."""
     status = min((s.status for s in summaries), key=lambda st: _STATUS_RANK.get(st, -1))
-    findings = [f for s in summaries for f in s.findings]
     severities: dict[str, int] = {}
-    for f in findings:
-        severities[f.severity or "info"] = severities.get(f.severity or "info", 0) + 1
+    kinds: dict[str, int] = {}
+    for s in summaries:
+        for k, n in s.severities.items():
+            severities[k] = severities.get(k, 0) + n
+        for k, n in s.kinds.items():
+            kinds[k] = kinds.get(k, 0) + n
     deltas = [s.text_delta for s in summaries]
     base_missing = any(s.base_status is None for s in summaries)
     return {
@@ -37,10 +40,11 @@ def cell(summaries: list[BuildSummary]) -> dict:
         "text_delta": None if any(d is None for d in deltas) else sum(deltas),
         "base": "not built" if base_missing else min((s.base_status for s in summaries),
                                                      key=lambda st: _STATUS_RANK.get(st, -1)),
-        "findings": len(findings),
+        "findings": sum(severities.values()),
         "severities": dict(sorted(severities.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4))),
+        "kinds": kinds,
         "carried": sum(s.carried for s in summaries),
-        "worst": _brief(_worst(findings)),
+        "worst": _brief(_worst([s.worst for s in summaries if s.worst])),
         "error": next((e for s in summaries for e in s.errors), None) if status != "ok" else None,
     }
 

@@ -10,7 +10,7 @@ from web.pages.cells import by_commit, column, toolchains_of
 bp = Blueprint("index", __name__)
 
 
-def index_data(store: Store, commits: int = 30, series: int = 10, tree: str | None = None) -> dict:
+def index_data(store: Store, commits: int = 20, series: int = 6, tree: str | None = None) -> dict:
     recent_series = store.list_series(limit=series, tree=tree)
     recent = store.list_commits(limit=commits, tree=tree)
     shas = {c.sha for c in recent} | {p.commit_sha for s in recent_series for p in s.patches if p.commit_sha}
@@ -34,7 +34,7 @@ def index_data(store: Store, commits: int = 30, series: int = 10, tree: str | No
 
 
 def _args() -> dict:
-    return {"commits": params.int_arg("commits", 30, 0, 500), "series": params.int_arg("series", 10, 0, 200),
+    return {"commits": params.int_arg("commits", 20, 0, 500), "series": params.int_arg("series", 6, 0, 200),
             "tree": params.tree_arg()}
 
 
