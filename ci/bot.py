@@ -1,0 +1,392 @@
+"""The mailing-list bot: read new list messages, assemble series, test each ready one patch
+by patch through the pipeline, decide what is worth a mail, and reply in the thread.
+
+One poll:
+  1. send what an earlier run decided but did not send (a crash, a refused connection,
+     the daily cap);
+  2. read the messages the store has not seen from the maildir / mbox and record them;
+  3. assemble series (ci.assemble) from every patch and cover letter not yet settled;
+  4. per series: superseded, waiting, not watched, incomplete (time-out passed), or ready:
+     apply with git am (ci.pipeline.plan_series), build and compare each patch with its
+     parent under the configured toolchains (build_all / compare_all), report from the
+     store, select what the policy reports (ci.verdict);
+  5. record the decision with its composed mails in one transaction (exactly once per
+     series version and finding set), then send them and mark each sent.
+
+A crash anywhere loses nothing: before 5 the series is still open and is tested again
+(its builds are in the store, so that is quick); after 5 its mails are ``decided`` and
+step 1 of the next run sends them. A duplicate is possible only if the process dies
+between the SMTP server accepting DATA and the store marking the mail sent; the resent
+copy has the same Message-ID, so receivers can drop it (ci.outgoing explains the outbox,
+which has no such window).
+"""
+from __future__ import annotations
+
+import fcntl
+import mailbox
+import os
+import signal
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from analyzer.errors import InputError
+from ci import pipeline, verdict
+from ci.assemble import Assembly, PostedSeries, assemble
+from ci.mailbox import check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
+from ci.outgoing import SendError, Transport
+from ci.patchwork import patch_check, write_check
+from ci.policy import Policy
+from ci.reply import (Outgoing, TestContext, compose, findings_body, incomplete_body, not_applied_body,
+                      stable_message_id)
+from db.botstore import BotMail, BotMessage, BotSeries
+from db.reports import SeriesReport, series_report
+from db.store import Store
+from toolchains.errors import BuildError
+from toolchains.worktree import resolve
+
+KILL_ENV = "SIZEWATCH_BOT_KILL_AT"          # test hook: "decided" or "sent" (see _crash_point)
+
+
+def _crash_point(name: str) -> None:
+    """SIZEWATCH_BOT_KILL_AT=decided|sent makes the process SIGKILL itself right there: how the
+    tests put a real kill -9 between deciding and sending, and between sending and recording it."""
+    if os.environ.get(KILL_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str                                  # maildir | mbox
+    path: Path
+    immediate: bool = False                    # one series from the command line: no waiting
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.path.resolve()}"
+
+    def check(self) -> None:
+        """One-line error now when the maildir / mbox is not there."""
+        (check_maildir if self.kind == "maildir" else check_mbox)(self.path)
+
+    def read(self, known: set[str]) -> Iterator[tuple[str, bytes]]:
+        return read_maildir(self.path, known) if self.kind == "maildir" else read_mbox(self.path, known)
+
+
+@dataclass
+class PollResult:
+    read: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    series: dict[str, str] = field(default_factory=dict)      # key -> what happened to it this poll
+    decided: int = 0                           # mails newly decided
+    sent: int = 0
+    held: int = 0
+    failed: int = 0
+    dropped: int = 0
+    dry_run: list[Outgoing] = field(default_factory=list)
+    checks: list[Path] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
+        states: dict[str, int] = {}
+        for v in self.series.values():
+            states[v] = states.get(v, 0) + 1
+        st = ", ".join(f"{n} {k}" for k, n in sorted(states.items()))
+        mails = (f"{len(self.dry_run)} mails composed (dry run)" if self.dry_run else
+                 f"{self.decided} mails decided, {self.sent} sent, {self.held} held by the daily cap, "
+                 f"{self.failed} failed, {self.dropped} dropped")
+        return (f"bot: read {self.read} new messages ({kinds or 'none'}); series: {st or 'none'}; {mails}")
+
+
+def _iso(d: datetime) -> str:
+    return d.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+class Bot:
+    """One bot over one store, policy and transport (None: dry run, or nothing configured)."""
+
+    def __init__(self, store: Store, policy: Policy, transport: Transport | None,
+                 log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+                 checks_dir: Path | None = None):
+        self.store, self.policy, self.transport, self.log = store, policy, transport, log
+        self.dry = policy.dry_run
+        self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
+        for tc in policy.toolchains:
+            pipeline.builder.toolchain_info(tc)             # unknown or missing toolchains fail up front
+        self.tree = pipeline.open_tree(policy.tree)
+        self.base_sha = resolve(self.tree.path, policy.base)
+        self.versions = {tc: pipeline.builder.toolchain_info(tc)[1] for tc in policy.toolchains}
+        where = getattr(store, "path", None)
+        self.series_dir = (Path(where).with_name(Path(where).name + "-series") if where
+                           else Path.home() / ".cache" / "sizewatch" / "bot-series")
+
+    # --- 1 and 5: sending ------------------------------------------------------------------------
+    def flush(self, res: PollResult) -> None:
+        """Send every decided (or held) mail not yet sent, within the daily cap."""
+        if self.dry:
+            return
+        pending = self.store.bot_unsent_mails()
+        if not pending:
+            return
+        if self.transport is None:
+            res.errors.append(f"{len(pending)} mail(s) waiting to be sent but no transport is configured "
+                              "(--outbox FILE or --smtp HOST[:PORT])")
+            return
+        cap = self.policy.daily_cap
+        day = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        sent_today = self.store.bot_sent_since(_iso(day)) if cap else 0
+        try:
+            for mail in pending:
+                if cap and sent_today >= cap:
+                    if mail.state != "held":
+                        self.store.bot_mark_unsent(mail.message_id, "held", f"daily cap of {cap} mails reached")
+                    res.held += 1
+                    continue
+                try:
+                    self.transport.send(mail, self.policy.address)
+                except SendError as e:
+                    self.store.bot_mark_unsent(mail.message_id, "decided", str(e))
+                    res.failed += 1
+                    res.errors.append(f"{e}; {len(pending) - res.sent - res.held} mail(s) kept for the next run")
+                    break                                  # the relay is down or refusing: try again next poll
+                _crash_point("sent")
+                self.store.bot_mark_sent(mail.message_id, self.transport.label)
+                res.sent += 1
+                sent_today += 1
+                self.log(f"bot: sent {mail.message_id} ({mail.subject[:60]}) via {self.transport.label}")
+        finally:
+            self.transport.close()
+
+    # --- 2: reading -----------------------------------------------------------------------------
+    def ingest(self, source: Source, now: datetime, res: PollResult) -> list[BotMessage]:
+        known = self.store.bot_known_keys(source.label)
+        parsed: dict[str, BotMessage] = {}
+        for key, raw in source.read(known):
+            res.read += 1
+            m = parse_mail(raw, source.label, key, _iso(now), (self.policy.address,))
+            res.kinds[m.kind] = res.kinds.get(m.kind, 0) + 1
+            if m.kind == "malformed":
+                self.log(f"bot: skipping a malformed message ({m.note}) in {source.path}")
+            parsed.setdefault(m.message_id, m)
+        seen = self.store.bot_known_ids(parsed)
+        new = [m for mid, m in parsed.items() if mid not in seen]
+        if not self.dry and new:
+            self.store.bot_record_messages(new)
+        return new
+
+    # --- 3 and 4 ----------------------------------------------------------------------------------
+    def poll(self, source: Source, now: datetime | None = None) -> PollResult:
+        now = now or datetime.now(timezone.utc)
+        res = PollResult()
+        self.flush(res)
+        new = self.ingest(source, now, res)
+        msgs = self.store.bot_open_messages()
+        if self.dry:                                   # nothing was recorded: add what was just read
+            have = {m.message_id for m in msgs}
+            msgs += [m for m in new if m.kind in ("patch", "cover") and m.message_id not in have]
+        timeout = timedelta(0) if source.immediate else self.policy.incomplete_timeout
+        asm: Assembly = assemble(msgs, self.store.bot_series_list(), now, timeout)
+        for old, by in asm.superseded_known:
+            if not self.dry:
+                res.dropped += self.store.bot_supersede(old, by)
+            res.series[old] = "superseded"
+            self.log(f"bot: {old} superseded by {by}")
+        for s in asm.series:
+            try:
+                self.handle(s, now, res)
+            except (BuildError, InputError) as e:
+                res.errors.append(f"{s.subject}: {e}")
+                res.series[s.key] = "error"
+                if not self.dry:
+                    self.store.bot_save_series(s.to_bot_series("error", str(e)), s.message_ids)
+        self.flush(res)
+        return res
+
+    def _save(self, s: PostedSeries, state: str, note: str = "") -> None:
+        if not self.dry:
+            self.store.bot_save_series(s.to_bot_series(state, note), s.message_ids)
+
+    def watched(self, s: PostedSeries) -> str:
+        """'' when the policy watches this series, else why not."""
+        w = self.policy.watch
+        addrs = [a for m in s.messages for a in m.to + m.cc]
+        if not w.watches_list(addrs, [m.list_id for m in s.messages if m.list_id]):
+            return "not sent to a watched list"
+        if not w.watches_sender(s.sender):
+            return f"sender {s.sender} not watched"
+        return ""
+
+    def handle(self, s: PostedSeries, now: datetime, res: PollResult) -> None:
+        label = f"{s.subject[:70]} (v{s.version}, {len(s.patches)}/{s.total} patches, {s.sender})"
+        if s.state == "superseded":
+            self._save(s, "superseded", f"superseded by {s.superseded_by}")
+            res.series[s.key] = "superseded"
+            self.log(f"bot: {label}: superseded by a newer version, not tested")
+            return
+        if s.state == "waiting":
+            self._save(s, "waiting", "missing " + ", ".join(map(str, s.missing)) if s.missing else "no cover letter yet")
+            res.series[s.key] = "waiting"
+            return
+        why = self.watched(s)
+        if why:
+            self._save(s, "skipped", why)
+            res.series[s.key] = "skipped"
+            self.log(f"bot: {label}: skipped ({why})")
+            return
+        if s.state == "incomplete":
+            self.incomplete(s, now, res)
+        else:
+            self.test(s, now, res)
+
+    # --- decisions --------------------------------------------------------------------------------
+    def decide(self, s: PostedSeries, state: str, items: list[verdict.Reportable], outcome: str,
+               mails: list[Outgoing], res: PollResult, series_id: int | None = None, note: str = "") -> None:
+        if self.dry:
+            res.dry_run += mails if outcome == "mail" else []
+            res.series[s.key] = state
+            return
+        rec: BotSeries = s.to_bot_series(state, note)
+        rec.series_id = series_id
+        self.store.bot_save_series(rec, s.message_ids)
+        d = self.store.bot_decide(rec, verdict.finding_set(items), [r.to_dict() for r in items], outcome,
+                                  [BotMail(m.message_id, m.in_reply_to, m.subject, m.recipients, m.raw)
+                                   for m in mails] if outcome == "mail" else [])
+        res.series[s.key] = state
+        if d.created:
+            n = len(mails) if outcome == "mail" else 0
+            res.decided += n
+            self.log(f"bot: {s.subject[:70]} (v{s.version}): {state}, {len(items)} reportable finding(s), "
+                     f"{outcome}" + (f" ({n} mail{'s' if n != 1 else ''})" if n else ""))
+            if n:
+                _crash_point("decided")
+
+    def _outcome(self, s: PostedSeries, items: list, wanted: bool = True) -> str:
+        if not items or not wanted:
+            return "quiet"
+        return "opted_out" if self.policy.watch.opted_out(s.sender) else "mail"
+
+    def _mail(self, s: PostedSeries, items: list, original: BotMessage, body: str, now: datetime,
+              position: int | None) -> Outgoing:
+        mid = stable_message_id(s.key, verdict.finding_set(items), original.message_id, self.policy.address)
+        return compose(original, body, self.policy, mid, now, s.key, position)
+
+    def incomplete(self, s: PostedSeries, now: datetime, res: PollResult) -> None:
+        head = s.head
+        items = [verdict.Reportable("incomplete", f"patches {', '.join(map(str, s.missing))} of {s.total} "
+                                                  f"missing", function=",".join(map(str, s.missing)))]
+        outcome = self._outcome(s, items, self.policy.report.incomplete)
+        mails = []
+        if outcome == "mail":
+            body = incomplete_body(head, s.version, s.total, [p.position or 0 for p in s.patches], s.missing,
+                                   _human(self.policy.incomplete_timeout), self.policy)
+            mails.append(self._mail(s, items, head, body, now, None))
+        self.decide(s, "incomplete", items, outcome, mails, res, note=items[0].message)
+
+    def write_mbox(self, s: PostedSeries) -> Path:
+        """The series as ``git am`` takes it (cover letter first), kept beside the store."""
+        import hashlib
+        self.series_dir.mkdir(parents=True, exist_ok=True)
+        path = self.series_dir / f"{hashlib.sha256(s.key.encode()).hexdigest()[:16]}.mbox"
+        tmp = path.with_suffix(".tmp")
+        tmp.unlink(missing_ok=True)
+        box = mailbox.mbox(str(tmp), create=True)
+        for m in s.messages:
+            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + m.raw)
+        box.flush()
+        box.close()
+        os.replace(tmp, path)
+        return path
+
+    def context(self, ser, s: PostedSeries) -> TestContext:
+        if s.base_commit and ser.base_sha.startswith(s.base_commit):
+            note = "the series' base-commit:"
+        elif s.base_commit:
+            note = f"base-commit: {s.base_commit[:12]} is not in the tree; the bot's base {self.policy.base}"
+        else:
+            note = f"no base-commit: in the series; the bot's base {self.policy.base}"
+        return TestContext(self.tree.name, self.policy.tree, ser.base_sha, note, ser.id,
+                           [(tc, self.versions[tc]) for tc in self.policy.toolchains], list(self.policy.targets),
+                           self.policy.kbuild_config)
+
+    def test(self, s: PostedSeries, now: datetime, res: PollResult) -> None:
+        pol = self.policy
+        mbox = self.write_mbox(s)
+        plan = pipeline.plan_series(self.store, self.tree, mbox, base=pol.base, cover=None)
+        ser = plan.series
+        ctx = self.context(ser, s)
+        toolchains, targets = list(pol.toolchains), list(pol.targets)
+        by_pos = {m.position: m for m in s.patches}
+        if ser.status != "applied":
+            failed = next(p for p in ser.patches if p.status == "failed")
+            items = [verdict.Reportable("not_applied", f"patch {failed.position}/{s.total} does not apply: "
+                                                       f"{failed.error}", function=str(failed.position))]
+            outcome = self._outcome(s, items, pol.report.not_applied)
+            mails = []
+            if outcome == "mail":
+                body = not_applied_body(s.head, failed.position, s.total, failed.error, ctx, pol, failed.subject)
+                mails.append(self._mail(s, items, s.head, body, now, None))
+            self.decide(s, "not_applied", items, outcome, mails, res, ser.id, items[0].message)
+            report = series_report(self.store, ser.id, toolchains, targets)
+            self.checks(report, by_pos, items, f"patch {failed.position} does not apply")
+            return
+        self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
+                 f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
+        pipeline.build_all(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log)
+        pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config)
+        report = pipeline.report(self.store, plan, toolchains, targets)
+        assert isinstance(report, SeriesReport)
+        items = verdict.series_findings(report, pol.report)
+        outcome = self._outcome(s, items)
+        mails = []
+        if outcome == "mail":
+            for p in report.patches:
+                mine = [r for r in items if r.position == p.position]
+                if not mine or p.position not in by_pos:
+                    continue
+                body = findings_body(by_pos[p.position], s.head, p, mine, ctx, pol)
+                mails.append(self._mail(s, items, by_pos[p.position], body, now, p.position))
+        self.decide(s, "tested", items, outcome, mails, res, ser.id,
+                    f"{len(items)} reportable finding(s)")
+        self.checks(report, by_pos, items)
+
+    def checks(self, report: SeriesReport, by_pos: dict, items: list, blocked: str = "") -> None:
+        if self.checks_dir is None or self.dry:
+            return
+        series_url = f"{self.policy.dashboard_url}/series/{report.series.id}"
+        for p in report.patches:
+            m = by_pos.get(p.position)
+            if m is None:
+                continue
+            write_check(self.checks_dir, patch_check(p, m.message_id, items, list(self.policy.toolchains),
+                                                     self.policy.dashboard_url, series_url, blocked))
+
+
+def _human(d: timedelta) -> str:
+    s = int(d.total_seconds())
+    for unit, n in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= n and s % n == 0:
+            return f"{s // n} {unit}{'s' if s // n != 1 else ''}"
+    return f"{s} second{'s' if s != 1 else ''}"
+
+
+@contextmanager
+def instance_lock(store: Store) -> Iterator[None]:
+    """One bot per store: a second one would race the first for the same unsent mails."""
+    where = getattr(store, "path", None)
+    if where is None:
+        yield
+        return
+    path = Path(f"{where}.bot.lock")
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"another sizewatch bot is running on {where}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,122 @@
+"""``sizewatch bot``: a thin click layer over ci.bot.
+
+Transport: ``--outbox FILE`` or ``--smtp HOST[:PORT]`` on the command line, else the
+config's [outbox] path or [smtp] section; with ``--dry-run`` the composed mails are
+printed (as an mbox) and nothing is recorded or sent. The SMTP password is read from
+the config or ``$SIZEWATCH_SMTP_PASSWORD`` only, never from the command line (where
+``ps`` would show it).
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from ci.commands import _one_line_errors, _store, db_option
+
+
+def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, starttls: bool | None):
+    from analyzer.errors import InputError
+    from ci.outgoing import OutboxTransport, SendError, SmtpTransport
+    from ci.policy import SmtpSettings
+    if outbox and smtp:
+        raise InputError("give either --outbox FILE or --smtp HOST[:PORT], not both")
+    try:
+        if outbox:
+            return OutboxTransport(outbox)
+        if smtp or user or starttls is not None:
+            base = policy.smtp or SmtpSettings()
+            changes: dict = {}
+            if smtp:
+                host, _, port = smtp.rpartition(":") if ":" in smtp else (smtp, "", "")
+                if port and not port.isdigit():
+                    raise InputError(f"--smtp {smtp}: the port must be a number")
+                changes["host"] = host or smtp
+                if port:
+                    changes["port"] = int(port)
+            if user:
+                changes["username"] = user
+            if starttls is not None:
+                changes["starttls"] = starttls
+            return SmtpTransport(replace(base, **changes))
+        if policy.outbox:
+            return OutboxTransport(Path(policy.outbox))
+        if policy.smtp is not None:
+            return SmtpTransport(policy.smtp)
+    except SendError as e:
+        raise InputError(str(e)) from None
+    return None
+
+
+@click.command("bot")
+@click.option("--maildir", type=click.Path(path_type=Path), help="a maildir mirror of the list")
+@click.option("--mbox", type=click.Path(path_type=Path), help="an mbox mirror of the list")
+@click.option("--series", "series_file", type=click.Path(path_type=Path),
+              help="one series (an mbox file) to test now; implies --once, no waiting for missing patches")
+@click.option("--once", is_flag=True, help="poll once and exit (default: poll every --interval)")
+@click.option("--dry-run", is_flag=True, help="print the mails instead of sending; record nothing")
+@click.option("--outbox", type=click.Path(path_type=Path), help="append the mails to this mbox file")
+@click.option("--smtp", "smtp_host", metavar="HOST[:PORT]", help="send through this SMTP relay")
+@click.option("--smtp-user", default=None, help="SMTP login (password: config or $SIZEWATCH_SMTP_PASSWORD)")
+@click.option("--smtp-starttls/--smtp-no-starttls", default=None, help="STARTTLS before login (default: on)")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="the bot's TOML config")
+@click.option("--checks", type=click.Path(path_type=Path), help="write patchwork-style check JSON here")
+@click.option("--interval", default=None, help="poll interval without --once (e.g. 60s, 5m)")
+@db_option
+def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
+            outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
+            config_file: Path | None, checks: Path | None, interval: str | None, db: str | None) -> None:
+    """Test each series posted to a mailing list and reply in its thread when something needs a look."""
+    from analyzer.errors import InputError
+    from ci.bot import Bot, Source, instance_lock
+    from ci.policy import duration, load_policy
+    with _one_line_errors():
+        given = [x for x in (maildir, mbox, series_file) if x is not None]
+        if len(given) != 1:
+            raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")
+        if maildir is not None:
+            source = Source("maildir", maildir)
+        elif mbox is not None:
+            source = Source("mbox", mbox)
+        else:
+            source = Source("mbox", series_file, immediate=True)
+            once = True
+        policy = load_policy(config_file)
+        if dry_run:
+            policy = replace(policy, dry_run=True)
+        every = duration(interval, "--interval") if interval else policy.poll_interval
+        transport = None if policy.dry_run else _transport(policy, outbox, smtp_host, smtp_user, smtp_starttls)
+        source.check()                                       # a missing maildir / mbox fails before any work
+        with _store(db) as store, instance_lock(store):
+            bot = Bot(store, policy, transport, checks_dir=checks)
+            stop = {"now": False}
+
+            def _stop(signum, frame):                        # finish the current step, then leave
+                stop["now"] = True
+            signal.signal(signal.SIGTERM, _stop)
+            failed = False
+            while True:
+                res = bot.poll(source)
+                for m in res.dry_run:
+                    click.echo(f"From {policy.address} Thu Jan  1 00:00:00 1970")
+                    click.echo(m.raw.decode("utf-8", "replace"))
+                click.echo(f"sizewatch: {res.summary()}", err=True)
+                for e in res.errors:
+                    click.echo(f"sizewatch: {e}", err=True)
+                failed = bool(res.errors)
+                if once or stop["now"]:
+                    break
+                deadline = time.monotonic() + every.total_seconds()
+                while time.monotonic() < deadline and not stop["now"]:
+                    time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+                if stop["now"]:
+                    break
+            if failed:
+                sys.exit(1)
+
+
+COMMANDS = (bot_cmd,)

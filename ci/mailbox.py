@@ -1,0 +1,185 @@
+"""Messages from a local mirror of a mailing list: a maildir, an mbox file, or one series file.
+
+``parse_mail`` turns raw bytes into a ``BotMessage`` (decoded headers, the [PATCH vN n/m]
+tag, thread headers, base-commit:/change-id: trailers) and classifies it: a patch, a cover
+letter, a reply, anything else, the bot's own mail, or malformed. It never raises on bad
+input: a message it cannot use is kept as ``malformed`` with the reason, so the bot
+records it once and moves on.
+"""
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+import mailbox
+import re
+from email.header import decode_header, make_header
+from email.message import EmailMessage, Message
+from email.utils import getaddresses
+from pathlib import Path
+from typing import Iterator
+
+from analyzer.errors import InputError
+from ci.series import _tag
+from db.botstore import BotMessage
+
+_REPLY = re.compile(r"^\s*(re|aw|sv|antw|fwd?|wg)\s*(\[\d+\])?\s*:", re.I)
+_PATCH = re.compile(r"\[[^\]]*\bPATCH\b[^\]]*\]", re.I)
+_DIFF = re.compile(r"^diff --git |^--- \S[^\n]*\n\+\+\+ \S[^\n]*\n@@ ", re.M)
+_BASE = re.compile(r"^base-commit: *([0-9a-f]{7,40})\s*$", re.M)
+_CHANGE = re.compile(r"^change-id: *(\S+)\s*$", re.M)
+_MSGID = re.compile(r"<[^<>\s]+>")
+
+
+def norm_id(value: str | None) -> str | None:
+    """A Message-ID as ``<local@domain>`` (the first one in the header), or None."""
+    if not value:
+        return None
+    m = _MSGID.search(str(value))
+    if m:
+        return m.group(0)
+    v = str(value).strip()
+    return f"<{v}>" if v and " " not in v else None
+
+
+def _clean(text: str) -> str:
+    """Undeclared 8-bit header bytes (surrogate-escaped by the parser): UTF-8 if they are, else Latin-1."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
+    data = text.encode("utf-8", "surrogateescape")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _header(msg: Message, name: str) -> str:
+    """A header decoded to text, whatever the charset; '' when absent or undecodable."""
+    raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
+    if raw is None:
+        return ""
+    if any("\udc80" <= ch <= "\udcff" for ch in raw):     # undeclared 8-bit bytes: decode them ourselves
+        return " ".join(_clean(raw).split())
+    try:
+        v = msg.get(name)
+    except Exception:             # the default policy's parser can choke on broken structured headers
+        v = raw
+    try:
+        text = str(make_header(decode_header(str(v)))) if "=?" in str(v) else str(v)
+    except (LookupError, ValueError, UnicodeError):
+        text = str(v)
+    return " ".join(_clean(text).split())
+
+
+def _addresses(msg: Message, name: str) -> list[str]:
+    out = []
+    for real, addr in getaddresses([_header(msg, name)]):
+        if "@" in addr:
+            out.append(f"{real} <{addr}>" if real else addr)
+    return out
+
+
+def _body_text(msg: Message, raw: bytes) -> str:
+    try:
+        part = msg.get_body(("plain",)) if isinstance(msg, EmailMessage) else None
+        if part is not None:
+            return part.get_content()
+    except (KeyError, LookupError, ValueError, AssertionError):
+        pass
+    head, _, body = raw.partition(b"\n\n")
+    return body.decode("utf-8", "replace")
+
+
+def _malformed_id(raw: bytes) -> str:
+    return f"<malformed-{hashlib.sha256(raw).hexdigest()[:24]}@sizewatch.invalid>"
+
+
+def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "",
+               own_addresses: tuple[str, ...] = ()) -> BotMessage:
+    """One raw message as the bot sees it (never raises)."""
+    try:
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+    except Exception as e:                      # pragma: no cover - the parser is lenient
+        return BotMessage(_malformed_id(raw), "malformed", note=f"cannot parse: {e}", source=source,
+                          source_key=key, received_at=received_at)
+    mid = norm_id(_header(msg, "Message-ID"))
+    subject = _header(msg, "Subject")
+    froms = _addresses(msg, "From")
+    m = BotMessage(mid or _malformed_id(raw), "other", subject, source=source, source_key=key,
+                   received_at=received_at, date=_header(msg, "Date"), list_id=_header(msg, "List-Id"),
+                   to=_addresses(msg, "To"), cc=_addresses(msg, "Cc"),
+                   in_reply_to=norm_id(_header(msg, "In-Reply-To")),
+                   references=_MSGID.findall(_header(msg, "References")))
+    if froms:
+        name, _, addr = froms[0].rpartition(" <")
+        m.from_name, m.from_addr = (name, addr.rstrip(">")) if addr else ("", froms[0])
+    problems = [h for h, ok in (("Message-ID", mid), ("From", froms), ("Subject", subject)) if not ok]
+    if problems:
+        m.kind, m.note = "malformed", f"no usable {'/'.join(problems)} header"
+        return m
+    if m.from_addr.lower() in {a.lower() for a in own_addresses}:
+        m.kind = "own"
+        return m
+    if _REPLY.match(subject) or not _PATCH.search(subject):
+        m.kind = "reply" if (_REPLY.match(subject) or m.in_reply_to) else "other"
+        return m
+    pos, total, ver = _tag(subject)
+    text = _body_text(msg, raw)
+    has_diff = _DIFF.search(text) is not None
+    m.version, m.position, m.total = ver, pos, total
+    if (pos is None) != (total is None) or (total is not None and (total < 1 or pos > total)):
+        m.kind, m.note = "malformed", f"bad patch number in {subject!r}"
+        return m
+    base, change = _BASE.search(text), _CHANGE.search(text)
+    m.base_commit = base.group(1) if base else None
+    m.change_id = change.group(1) if change else None
+    if pos == 0:
+        m.kind = "cover"
+    elif has_diff:
+        m.kind = "patch"
+        if pos is None:
+            m.position, m.total = 1, 1
+    else:
+        m.kind, m.note = "other", "a [PATCH] subject without a diff"
+        return m
+    m.raw = raw
+    return m
+
+
+def check_maildir(path: Path) -> None:
+    if not path.is_dir():
+        raise InputError(f"{path}: no such maildir")
+    if not all((path / d).is_dir() for d in ("cur", "new", "tmp")):
+        raise InputError(f"{path}: not a maildir (needs cur/, new/ and tmp/)")
+
+
+def check_mbox(path: Path) -> None:
+    if not path.is_file():
+        raise InputError(f"{path}: no such mbox file")
+
+
+def read_maildir(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[str, bytes]]:
+    """(key, raw bytes) of every message in new/ and cur/ whose key is not in ``known``."""
+    check_maildir(path)
+    box = mailbox.Maildir(str(path), factory=None, create=False)
+    for key in sorted(box.keys()):
+        if key in known:
+            continue
+        try:
+            yield key, box.get_bytes(key)
+        except (KeyError, FileNotFoundError):    # moved or deleted by another reader meanwhile
+            continue
+
+
+def read_mbox(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[str, bytes]]:
+    """(sha256 of the message, raw bytes) of every message of an mbox file not in ``known``."""
+    check_mbox(path)
+    box = mailbox.mbox(str(path), create=False)
+    try:
+        for key in box.keys():
+            raw = box.get_bytes(key)
+            digest = hashlib.sha256(raw).hexdigest()
+            if digest not in known:
+                yield digest, raw
+    finally:
+        box.close()

@@ -1,0 +1,213 @@
+"""The bot's configuration (a TOML file): what to test, what is worth a mail, where mail goes.
+
+Every key has a default, so an empty file (or none) is a working dry configuration;
+unknown sections or keys and wrong types are one-line errors (a typo must not silently
+turn a check off). The SMTP password is never stored in the Policy's repr and may come
+from the environment (``password_env``) instead of the file.
+
+    [bot]     address, name, dashboard_url, tree, base, toolchains, targets, config,
+              config_fragment, incomplete_timeout, poll_interval, daily_cap, dry_run,
+              checks_dir, max_table_rows
+    [watch]   lists, senders, opt_out
+    [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
+              build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
+              growth_bytes, growth_percent, not_applied, incomplete
+    [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
+    [outbox]  path
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from analyzer.errors import InputError
+from toolchains.kbuild import DEFAULT_FRAGMENT, Config
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(value: Any, where: str) -> timedelta:
+    """``90``, ``"30s"``, ``"10m"``, ``"6h"``, ``"2d"``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return timedelta(seconds=value)
+    m = _DURATION.match(str(value)) if isinstance(value, str) else None
+    if not m:
+        raise InputError(f"{where}: expected a duration like 30s, 10m, 6h or 2d, got {value!r}")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+
+
+@dataclass(frozen=True)
+class Watch:
+    lists: tuple[str, ...] = ()          # empty: every list
+    senders: tuple[str, ...] = ()        # fnmatch patterns on the sender's address; empty: everyone
+    opt_out: tuple[str, ...] = ()        # tested, never mailed
+
+    def watches_list(self, addresses: list[str], list_ids: list[str]) -> bool:
+        if not self.lists:
+            return True
+        addrs = {a.rsplit("<", 1)[-1].rstrip(">").strip().lower() for a in addresses}
+        ids = " ".join(list_ids).lower()
+        for lst in self.lists:
+            lst = lst.lower()
+            if lst in addrs or lst.replace("@", ".") in ids or (lst in ids and "@" not in lst):
+                return True
+        return False
+
+    def watches_sender(self, addr: str) -> bool:
+        return not self.senders or any(fnmatch.fnmatch(addr.lower(), p.lower()) for p in self.senders)
+
+    def opted_out(self, addr: str) -> bool:
+        return any(fnmatch.fnmatch(addr.lower(), p.lower()) for p in self.opt_out)
+
+
+@dataclass(frozen=True)
+class ReportRules:
+    always_inline_copy: bool = True      # a new out-of-line copy of an __always_inline function
+    hot_not_inlined: bool = True         # a hot-path inline function newly left out of line
+    boundary_crossing: bool = True       # a hot function grew across a 16-byte unit / cache line
+    build_error: bool = True             # the patch breaks the build under every compiler
+    build_error_one_compiler: bool = True  # ... under some compilers but not others
+    pushed_out_of_line: bool = False     # an unchanged function pushed out of line by others' inlining
+    newly_out_of_line: bool = False      # any function newly out of line
+    growth_bytes: int = 0                # the target grew by more than this (0: off)
+    growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
+    not_applied: bool = True             # say (once) that a series does not apply
+    incomplete: bool = True              # say (once) that a series stayed incomplete
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    host: str = "localhost"
+    port: int = 25
+    starttls: bool = True
+    ssl: bool = False                    # implicit TLS (port 465) instead of STARTTLS
+    username: str = ""
+    password: str = field(default="", repr=False)
+    password_env: str = "SIZEWATCH_SMTP_PASSWORD"
+    ca_file: str = ""                    # trust this CA (a private relay); default: the system's
+    timeout: float = 30.0
+
+    def secret(self) -> str:
+        """The password: the config's, else the environment's (never printed or logged)."""
+        return self.password or os.environ.get(self.password_env, "")
+
+    @property
+    def label(self) -> str:
+        return f"smtp {self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    address: str = "sizewatch-bot@localhost"
+    name: str = "sizewatch bot"
+    dashboard_url: str = "http://127.0.0.1:5000"
+    tree: str = "6.1"
+    base: str = "HEAD"                   # when a series' base-commit: is absent or not in the tree
+    toolchains: tuple[str, ...] = ("gcc-12", "clang-19")
+    targets: tuple[str, ...] = ("mm/page_alloc.o",)
+    config: str = "defconfig"
+    config_fragment: tuple[str, ...] = DEFAULT_FRAGMENT
+    incomplete_timeout: timedelta = timedelta(hours=6)
+    poll_interval: timedelta = timedelta(seconds=60)
+    daily_cap: int = 50                  # mails per UTC day; 0: no cap
+    dry_run: bool = False
+    checks_dir: str = ""                 # patchwork-style check JSON per patch ('' = none)
+    max_table_rows: int = 40
+    watch: Watch = Watch()
+    report: ReportRules = ReportRules()
+    smtp: SmtpSettings | None = None
+    outbox: str = ""
+    source: str = ""                     # the file it was read from
+
+    @property
+    def kbuild_config(self) -> Config:
+        return Config(self.config, tuple(self.config_fragment))
+
+    def with_overrides(self, **changes: Any) -> "Policy":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _check(value: Any, want: type | tuple, where: str) -> Any:
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if want is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InputError(f"{where}: expected a list of strings")
+        return tuple(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        name = want.__name__ if isinstance(want, type) else "value"
+        raise InputError(f"{where}: expected {'a' if name[0] not in 'aeiou' else 'an'} {name}, got {value!r}")
+    return value
+
+
+def _section(cls: type, data: dict, where: str, skip: tuple[str, ...] = ()) -> dict:
+    types = {f.name: f.type for f in fields(cls) if f.name not in skip}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in types:
+            raise InputError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(types))})")
+        t = types[key]
+        spot = f"{where}.{key}"
+        if key in ("incomplete_timeout", "poll_interval"):
+            out[key] = duration(value, spot)
+        elif "tuple" in str(t):
+            out[key] = _check(value, tuple, spot)
+        elif "bool" in str(t):
+            out[key] = _check(value, bool, spot)
+        elif "float" in str(t):
+            out[key] = _check(value, float, spot)
+        elif "int" in str(t):
+            out[key] = _check(value, int, spot)
+            if out[key] < 0:
+                raise InputError(f"{spot}: must not be negative")
+        else:
+            out[key] = _check(value, str, spot)
+    return out
+
+
+def parse_policy(text: str, source: str = "<config>") -> Policy:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{source}: not valid TOML: {e}") from None
+    known = {"bot", "watch", "report", "smtp", "outbox"}
+    for sec, val in doc.items():
+        if sec not in known:
+            raise InputError(f"{source}: unknown section [{sec}] (known: {', '.join(sorted(known))})")
+        if not isinstance(val, dict):
+            raise InputError(f"{source}: {sec} must be a [section]")
+    bot = _section(Policy, doc.get("bot", {}), f"{source}: [bot]",
+                   skip=("watch", "report", "smtp", "outbox", "source"))
+    watch = Watch(**_section(Watch, doc.get("watch", {}), f"{source}: [watch]"))
+    report = ReportRules(**_section(ReportRules, doc.get("report", {}), f"{source}: [report]"))
+    smtp = SmtpSettings(**_section(SmtpSettings, doc["smtp"], f"{source}: [smtp]")) if "smtp" in doc else None
+    outbox = doc.get("outbox", {})
+    for key in outbox:
+        if key != "path":
+            raise InputError(f"{source}: [outbox]: unknown key {key!r} (known: path)")
+    path = _check(outbox.get("path", ""), str, f"{source}: [outbox].path")
+    if "dashboard_url" in bot:
+        bot["dashboard_url"] = bot["dashboard_url"].rstrip("/")
+    if "@" not in bot.get("address", "x@y"):
+        raise InputError(f"{source}: [bot].address: not a mail address: {bot['address']!r}")
+    return Policy(**bot, watch=watch, report=report, smtp=smtp, outbox=path, source=source)
+
+
+def load_policy(path: Path | None) -> Policy:
+    """The policy in ``path`` (defaults for everything when None)."""
+    if path is None:
+        return Policy()
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the bot config ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: the bot config is not UTF-8 text") from None
+    return parse_policy(text, str(path))

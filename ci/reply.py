@@ -1,0 +1,364 @@
+"""The bot's replies: plain-text mails in the shape kernel developers know from the kernel
+test robot, threaded under the patch they are about.
+
+Every body line is at most 78 columns (``fit`` re-checks the finished text): prose is
+wrapped, bloat-o-meter rows with long symbol names put the name on a line of its own with
+the numbers in their columns below, and tables are cut at ``max_table_rows`` with a
+pointer to the dashboard. Nothing is quoted (no top-posting, no quote to trim).
+Recipients are the original's From (To:) and its To + Cc (Cc:), minus the bot.
+
+The Message-ID is derived from the decision (series version, finding set) and the mail
+replied to, and the message bytes are fixed when the decision is recorded, so a resend
+after a crash is the same message and receivers can drop the duplicate.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import textwrap
+from dataclasses import dataclass
+from datetime import datetime
+from email.message import EmailMessage
+from email.policy import default as _default_policy
+from email.utils import format_datetime, getaddresses
+
+from ci.policy import Policy
+from ci.verdict import Reportable, sort_key
+from db.botstore import BotMessage
+from db.reports import PatchReport, ToolchainReport
+from toolchains.kbuild import Config
+
+WIDTH = 78
+POLICY = _default_policy.clone(max_line_length=WIDTH, linesep="\n")
+FIELD = 15                                    # "patch subject: " — the robot's field column
+
+
+@dataclass
+class Outgoing:
+    message_id: str
+    in_reply_to: str
+    subject: str
+    recipients: list[str]                     # envelope addresses
+    raw: bytes
+    position: int | None = None               # the patch it is about; None: the series
+
+
+@dataclass
+class TestContext:
+    """What was tested, for the 'what was tested' block and the reproduce commands."""
+    tree: str                                 # the store's tree name, e.g. linux-6.1
+    tree_spec: str                            # what --tree takes, e.g. 6.1
+    base_sha: str
+    base_note: str                            # why this base
+    series_id: int | None
+    toolchains: list[tuple[str, str]]         # (name, exact version line)
+    targets: list[str]
+    config: Config
+
+
+# --- text helpers ---------------------------------------------------------------------------
+
+def para(text: str, indent: str = "", first: str | None = None) -> list[str]:
+    """Wrapped prose (words never split, so URLs stay whole when they fit on a line)."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent if first is None else first, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def field_lines(name: str, value: str) -> list[str]:
+    """``name:`` then the value in the robot's column, wrapped under itself."""
+    label = f"{name}:".ljust(FIELD - 1) + " "
+    if len(label) + len(value) <= WIDTH or " " in value:
+        return para(value, " " * FIELD, label)
+    return [label.rstrip(), value]            # one long token (a Message-ID, a URL): alone on the next line
+
+
+def fit(lines: list[str]) -> list[str]:
+    """The last guard of the 78-column rule: any line still too long is wrapped at its words,
+    and a single token longer than a line is split."""
+    out: list[str] = []
+    for ln in lines:
+        if len(ln) <= WIDTH:
+            out.append(ln)
+            continue
+        lead = re.match(r"\s*", ln).group(0)
+        out += textwrap.wrap(ln, WIDTH, subsequent_indent=lead + "  ", break_long_words=True,
+                             break_on_hyphens=False)
+    return out
+
+
+def greeting(m: BotMessage) -> str:
+    name = m.from_name.strip().strip('"')
+    if "," in name:                           # "Lu, Aaron"
+        name = name.split(",", 1)[1].strip()
+    first = name.split()[0] if name.split() else ""
+    return f"Hi {first}," if first and "@" not in first else "Hello,"
+
+
+def config_text(c: Config) -> str:
+    parts = []
+    for line in c.fragment:
+        m = re.match(r"^# (CONFIG_\w+) is not set$", line.strip())
+        parts.append(f"{m.group(1)}=n" if m else line.strip())
+    return f"{c.arch} {c.base}" + (f" + {' '.join(p.removeprefix('CONFIG_') for p in parts)}" if parts else "")
+
+
+def compiler_text(name: str, version: str) -> str:
+    return version if version.startswith(name) else f"{name}: {version}"
+
+
+def short(sha: str | None) -> str:
+    return (sha or "")[:12]
+
+
+# --- the parts of a findings mail ------------------------------------------------------------
+
+def tested_block(ctx: TestContext, policy: Policy, original: BotMessage, p: PatchReport | None) -> list[str]:
+    out: list[str] = []
+    out += field_lines("tree", ctx.tree)
+    out += field_lines("base", f"{ctx.base_sha} ({ctx.base_note})")
+    out += field_lines("patch link", original.message_id)
+    out += field_lines("patch subject", original.subject)
+    if p is not None and p.commit is not None:
+        out += field_lines("commit", f"{short(p.commit.sha)} as applied by git am "
+                                     f"(parent {short(p.commit.parent_sha)})")
+    out += field_lines("config", f"{config_text(ctx.config)} ({ctx.config.key})")
+    out += field_lines("target", ", ".join(ctx.targets))
+    for name, version in ctx.toolchains:
+        out += field_lines("compiler", compiler_text(name, version))
+    if p is not None and p.commit is not None:
+        out += field_lines("dashboard", f"{policy.dashboard_url}/commit/{p.commit.sha}")
+    if ctx.series_id is not None:
+        out += field_lines("series", f"{policy.dashboard_url}/series/{ctx.series_id}")
+    return out
+
+
+def _flagged(r: Reportable) -> list[str]:
+    return para(f"{r.kind}: {r.message}", "     ", ">> ")
+
+
+def findings_block(p: PatchReport, items: list[Reportable], affected: list[ToolchainReport]) -> list[str]:
+    """Per toolchain: the flagged findings (>>), then the other changes against the parent."""
+    out: list[str] = []
+    for t in affected:
+        mine = sorted([r for r in items if r.toolchain == t.toolchain], key=sort_key)
+        out.append(f"{t.toolchain}:")
+        for r in mine:
+            out += _flagged(r)
+        flagged = {r.function for r in mine}          # a flagged function's other findings say the same again
+        others = [f for f in t.changes if f.function not in flagged]
+        for f in others[:8]:
+            out += para(f"{f.kind}: {f.message or f.function}", "     ", "   ")
+        if len(others) > 8:
+            out.append(f"   ... {len(others) - 8} more changes on the dashboard")
+        out.append("")
+    return out
+
+
+def table_lines(t: ToolchainReport, max_rows: int, url: str) -> list[str]:
+    """bloat-o-meter's own text, narrow enough for mail."""
+    lines = t.bloat_text.rstrip("\n").splitlines()
+    out: list[str] = []
+    rows = 0
+    hidden = 0
+    for ln in lines:
+        is_row = not ln.startswith(("add/remove:", "Total:")) and not ln.startswith(t.tables[0].title + " ")
+        if is_row:
+            rows += 1
+            if rows > max_rows:
+                hidden += 1
+                continue
+        if ln.startswith("Total:") and hidden:
+            out.append(f"... {hidden} more rows: {url}")
+            hidden = 0
+        if len(ln) > WIDTH and is_row:
+            name, old, new, delta = ln.rsplit(None, 3)
+            out += [name, "%-40s %7s %7s %7s" % ("", old, new, delta)]
+        else:
+            out.append(ln)
+    return out
+
+
+def reasons_block(items: list[Reportable], affected: list[ToolchainReport]) -> list[str]:
+    """The compilers' inline decisions behind the findings (first reason per function)."""
+    out: list[str] = []
+    for t in affected:
+        seen: dict[str, str] = {}
+        for r in items:
+            if r.toolchain == t.toolchain and r.reasons and r.function not in seen:
+                seen[r.function] = r.reasons[0]
+        for f in t.changes:
+            d = f.data.get("details", {}) if isinstance(f.data, dict) else {}
+            reason = d.get("reason") or next(iter(d.get("reasons") or []), None)
+            if reason and f.function not in seen:
+                seen[f.function] = str(reason)
+        if not seen:
+            continue
+        out.append(f"{t.toolchain}:")
+        for fn, reason in sorted(seen.items()):
+            out += para(f"{fn}: {reason}", "      ", "  ")
+    return out
+
+
+def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, toolchains: list[str]) -> list[str]:
+    """b4 fetches the whole series from any of its Message-IDs; sizewatch builds it as the bot did."""
+    mid = head.message_id.strip("<>")
+    fetch = f"  b4 am -o - {mid} > series.mbx"
+    out: list[str] = []
+    if len(fetch) <= WIDTH:
+        out.append(fetch)
+    else:
+        out += para("# save the series as series.mbx, e.g. b4 am -o - <Message-ID of the series' first mail>",
+                    "  # ", "  ")
+    out.append(f"  sizewatch run --tree {ctx.tree_spec} --series series.mbx --base {short(ctx.base_sha)} \\")
+    out.append(f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}")
+    if commit_sha:
+        out.append(f"  sizewatch report {short(commit_sha)} --toolchains {','.join(toolchains)}")
+    return out
+
+
+def signature(policy: Policy) -> list[str]:
+    return ["-- ", "sizewatch bot: code size and inlining, patch by patch",
+            *para(f"{policy.dashboard_url}  (to stop these mails, reply and ask to be left out)")]
+
+
+def findings_body(original: BotMessage, head: BotMessage, p: PatchReport, items: list[Reportable],
+                  ctx: TestContext, policy: Policy) -> str:
+    """The mail about one patch's findings."""
+    names = {r.toolchain for r in items}
+    affected = [t for t in p.toolchains if t.toolchain in names]
+    n = len(ctx.toolchains)
+    out = [greeting(original), ""]
+    out += para(f"sizewatch built this patch with {n} compiler{'s' if n != 1 else ''} and compared code size "
+                f"and inlining with its parent commit. It noticed the following:")
+    out.append("")
+    out += para(f"[sizewatch test on {ctx.tree} {short(ctx.base_sha)}, {', '.join(ctx.targets)}]")
+    out.append("")
+    out += tested_block(ctx, policy, original, p)
+    out.append("")
+    out += para("If you fix the issue in a new version of the patch, sizewatch tests that version too; "
+                "there is no tag to add.")
+    out.append("")
+    out.append("Findings against the parent commit (flagged ones prefixed by >>):")
+    out.append("")
+    out += findings_block(p, items, affected)
+    url = f"{policy.dashboard_url}/commit/{p.commit.sha}" if p.commit else policy.dashboard_url
+    for t in affected:
+        if t.tables:
+            out.append(f"bloat-o-meter, {t.toolchain}, {t.target} (parent -> this patch):")
+            out.append("")
+            out += table_lines(t, policy.max_table_rows, url)
+            out.append("")
+        elif t.status != "ok":
+            out.append(f"{t.toolchain} build errors ({t.target}):")
+            out.append("")
+            out += [e for e in (t.errors or [f"build {t.status}"])[:10]]
+            out.append("")
+    reasons = reasons_block(items, affected)
+    if reasons:
+        out.append("The compilers' reasons:")
+        out.append("")
+        out += reasons + [""]
+    out.append("To reproduce:")
+    out.append("")
+    out += reproduce_block(ctx, original, p.commit.sha if p.commit else None,
+                           [t.toolchain for t in affected] or [name for name, _ in ctx.toolchains])
+    out.append("")
+    out += signature(policy)
+    return "\n".join(fit(out)) + "\n"
+
+
+def not_applied_body(original: BotMessage, failed_position: int, total: int, error: str, ctx: TestContext,
+                     policy: Policy, failed_subject: str) -> str:
+    out = [greeting(original), ""]
+    which = f"patch {failed_position}/{total}" if total > 1 else "the patch"
+    out += para(f"sizewatch could not test this series: {which} does not apply, so nothing was built.")
+    out.append("")
+    out += field_lines("tree", ctx.tree)
+    out += field_lines("base", f"{ctx.base_sha} ({ctx.base_note})")
+    out += field_lines("patch subject", failed_subject)
+    out += field_lines("error", error or "git am failed")
+    if ctx.series_id is not None:
+        out += field_lines("series", f"{policy.dashboard_url}/series/{ctx.series_id}")
+    out.append("")
+    out += para("If the series is meant for another tree or base, `git format-patch --base=<commit>` records "
+                "its base (base-commit:) and sizewatch uses it when its tree has that commit. This is the only "
+                "mail about this version of the series.")
+    out.append("")
+    out.append("To reproduce:")
+    out.append("")
+    out += reproduce_block(ctx, original, None, [name for name, _ in ctx.toolchains])
+    out.append("")
+    out += signature(policy)
+    return "\n".join(fit(out)) + "\n"
+
+
+def incomplete_body(original: BotMessage, version: int, total: int, have: list[int], missing: list[int],
+                    waited: str, policy: Policy) -> str:
+    out = [greeting(original), ""]
+    out += para(f"sizewatch received {len(have)} of the {total} patches of this series (v{version}) but not "
+                f"{', '.join(f'{m}/{total}' for m in missing)} within {waited} of the first, so it did not "
+                f"test the series.")
+    out.append("")
+    out += field_lines("received", ", ".join(f"{h}/{total}" for h in have) or "no patches (cover letter only)")
+    out += field_lines("missing", ", ".join(f"{m}/{total}" for m in missing))
+    out.append("")
+    out += para("If the missing patches were posted, they did not reach the list archive sizewatch reads. A "
+                "complete new version of the series is tested as usual. This is the only mail about this "
+                "version of the series.")
+    out.append("")
+    out += signature(policy)
+    return "\n".join(fit(out)) + "\n"
+
+
+# --- the message ----------------------------------------------------------------------------
+
+def _addr(entry: str) -> str:
+    got = getaddresses([entry])
+    return got[0][1].lower() if got and got[0][1] else entry.strip().lower()
+
+
+def recipients(original: BotMessage, own: str) -> tuple[list[str], list[str]]:
+    """Reply-all: (To = the original's From, Cc = its To + Cc), without the bot and without repeats."""
+    seen = {own.lower()}
+    to: list[str] = []
+    if original.from_addr and original.from_addr.lower() not in seen:
+        to.append(original.from_header)
+        seen.add(original.from_addr.lower())
+    cc: list[str] = []
+    for entry in original.to + original.cc:
+        a = _addr(entry)
+        if a and a not in seen:
+            cc.append(entry)
+            seen.add(a)
+    return to, cc
+
+
+def stable_message_id(series_key: str, finding_set: str, original_id: str, address: str) -> str:
+    h = hashlib.sha256(f"{series_key}\0{finding_set}\0{original_id}".encode()).hexdigest()[:24]
+    domain = address.rsplit("@", 1)[-1] or "localhost"
+    return f"<sizewatch-{h}@{domain}>"
+
+
+def compose(original: BotMessage, body: str, policy: Policy, message_id: str, when: datetime,
+            series_key: str, position: int | None = None) -> Outgoing:
+    """The reply as bytes (LF line ends; the SMTP transport converts to CRLF)."""
+    to, cc = recipients(original, policy.address)
+    msg = EmailMessage(policy=POLICY)
+    msg["From"] = f"{policy.name} <{policy.address}>"
+    if to:
+        msg["To"] = ", ".join(to)
+    if cc:
+        msg["Cc"] = ", ".join(cc)
+    subject = original.subject if re.match(r"(?i)^re:", original.subject) else f"Re: {original.subject}"
+    msg["Subject"] = subject
+    msg["Date"] = format_datetime(when)
+    msg["Message-ID"] = message_id
+    msg["In-Reply-To"] = original.message_id
+    refs = list(original.references) or ([original.in_reply_to] if original.in_reply_to else [])
+    msg["References"] = " ".join(dict.fromkeys([*refs, original.message_id]))
+    msg["Auto-Submitted"] = "auto-generated"
+    msg["X-Mailer"] = "sizewatch bot"
+    msg["X-Sizewatch-Series"] = series_key
+    msg.set_content(body, charset="utf-8", cte="8bit" if not body.isascii() else "7bit")
+    envelope = list(dict.fromkeys(_addr(a) for a in to + cc))
+    return Outgoing(message_id, original.message_id, subject, envelope, msg.as_bytes(), position)

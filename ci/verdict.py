@@ -1,0 +1,114 @@
+"""Which results of a tested series are worth a human's attention, per the policy's [report] rules.
+
+Only what a patch changed counts: findings against its parent commit, single-object
+findings the parent build did not have, a build the parent passed and the patch broke,
+and growth of the target beyond the thresholds. Each ``Reportable`` has a stable key
+(patch, toolchain, kind, function); the sorted keys, hashed, are the series' finding set:
+the bot mails once per (series version, finding set).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+
+from ci.policy import ReportRules
+from db.reports import PatchReport, SeriesReport, ToolchainReport
+
+# what the [report] switches select among the stored findings
+CHANGE_KINDS = {"boundary_crossing": "boundary_crossing", "pushed_out_of_line": "pushed_out_of_line",
+                "newly_out_of_line": "newly_out_of_line"}
+BUILD_KINDS = {"always_inline_copy": "always_inline_copy", "hot_not_inlined": "hot_not_inlined"}
+ORDER = ("build_error", "build_error_one_compiler", "always_inline_copy", "hot_not_inlined", "boundary_crossing",
+         "growth", "pushed_out_of_line", "newly_out_of_line", "not_applied", "incomplete")
+
+
+@dataclass(frozen=True)
+class Reportable:
+    kind: str                          # one of ORDER
+    message: str
+    position: int | None = None        # the patch; None: the whole series
+    toolchain: str = ""
+    function: str = ""
+    reasons: tuple[str, ...] = ()      # the compiler's own words, when it gave any
+    data: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.position if self.position is not None else '-'}|{self.toolchain}|{self.kind}|{self.function}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["reasons"] = list(self.reasons)
+        return d
+
+
+def finding_set(items: list[Reportable]) -> str:
+    """The hash that, with the series version, makes a decision unique."""
+    return hashlib.sha256("\n".join(sorted(r.key for r in items)).encode()).hexdigest()
+
+
+def sort_key(r: Reportable) -> tuple:
+    return (r.position or 0, r.toolchain, ORDER.index(r.kind) if r.kind in ORDER else len(ORDER), r.function)
+
+
+def _reasons(data: dict) -> tuple[str, ...]:
+    details = data.get("details", {}) if isinstance(data, dict) else {}
+    got = details.get("reasons") or ([details["reason"]] if details.get("reason") else [])
+    return tuple(dict.fromkeys(str(r) for r in got))
+
+
+def toolchain_findings(p: PatchReport, t: ToolchainReport, rules: ReportRules) -> list[Reportable]:
+    """Findings of one patch under one toolchain that the rules select (build errors aside)."""
+    out: list[Reportable] = []
+    for f in t.changes:
+        if getattr(rules, CHANGE_KINDS.get(f.kind, "-"), False):
+            out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
+                                  _reasons(f.data), f.data))
+    for f in t.new_in_build:
+        if getattr(rules, BUILD_KINDS.get(f.kind, "-"), False):
+            out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
+                                  _reasons(f.data), f.data))
+    if t.tables and t.status == "ok" and t.base_status == "ok":
+        table = t.tables[0]
+        over_bytes = rules.growth_bytes and table.net > rules.growth_bytes
+        over_pct = rules.growth_percent and table.percent > rules.growth_percent
+        if over_bytes or over_pct:
+            limits = " or ".join(x for x in (f"{rules.growth_bytes} bytes" if rules.growth_bytes else "",
+                                             f"{rules.growth_percent:g}%" if rules.growth_percent else "") if x)
+            out.append(Reportable("growth", f"{t.target} grew by {table.net} bytes ({table.percent:+.2f}%), "
+                                            f"over the limit of {limits}", p.position, t.toolchain, t.target,
+                                  data={"net": table.net, "percent": table.percent,
+                                        "before": table.old_total, "after": table.new_total}))
+    return out
+
+
+def build_breakage(p: PatchReport, rules: ReportRules) -> list[Reportable]:
+    """A build the parent passed and this patch failed: under every compiler, or only some."""
+    judged = [t for t in p.toolchains if t.base_status == "ok"]
+    broken = [t for t in judged if t.status != "ok"]
+    if not broken:
+        return []
+    every = len(broken) == len(judged)
+    kind = "build_error" if every else "build_error_one_compiler"
+    if not getattr(rules, kind):
+        return []
+    fine = sorted({t.toolchain for t in judged if t.status == "ok"})
+    out = []
+    for t in broken:
+        first = t.errors[0] if t.errors else f"build {t.status}"
+        where = f" ({', '.join(fine)} {'builds' if len(fine) == 1 else 'build'} it)" if fine else ""
+        out.append(Reportable(kind, f"{t.target} does not build with {t.toolchain}{where}: {first}",
+                              p.position, t.toolchain, t.target, data={"errors": t.errors, "status": t.status}))
+    return out
+
+
+def series_findings(report: SeriesReport, rules: ReportRules) -> list[Reportable]:
+    """Everything reportable in a tested series, in mail order."""
+    out: list[Reportable] = []
+    for p in report.patches:
+        if p.commit is None:
+            continue
+        out += build_breakage(p, rules)
+        for t in p.toolchains:
+            out += toolchain_findings(p, t, rules)
+    return sorted(out, key=sort_key)
