@@ -9,8 +9,13 @@ run: install
 	    --toolchains gcc-11,gcc-12,clang-14,clang-16,clang-19 --targets mm/page_alloc.o
 	@echo
 	@echo "Results are stored in $$(.venv/bin/python -c 'from db.store import default_path; print(default_path())')."
-	@echo "Open the dashboard: .venv/bin/sizewatch serve   (then http://127.0.0.1:5000/)"
 	@echo "Ask the store:      .venv/bin/sizewatch history get_page_from_freelist --toolchain clang-19"
+	@if [ -t 0 ]; then \
+	    echo "Starting the dashboard: open http://127.0.0.1:5000/ in a browser (Ctrl-C stops it)"; \
+	    .venv/bin/sizewatch serve --port 5000; \
+	else \
+	    echo "Open the dashboard: .venv/bin/sizewatch serve   (then http://127.0.0.1:5000/)"; \
+	fi
 
 test: install
 	.venv/bin/python -m pytest -q -rs
