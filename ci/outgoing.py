@@ -123,6 +123,9 @@ class SmtpTransport:
                 conn.login(s.username, secret)
         except smtplib.SMTPAuthenticationError as e:
             raise SendError(f"{self.label}: login as {s.username!r} refused ({e.smtp_code})") from None
+        except smtplib.SMTPNotSupportedError:
+            hint = "" if s.starttls or s.ssl else " before TLS (set starttls = true?)"
+            raise SendError(f"{self.label}: the server offers no login (AUTH){hint}") from None
         except (smtplib.SMTPException, ssl.SSLError, OSError) as e:
             raise SendError(f"{self.label}: {_why(e)}") from None
         return conn

@@ -19,7 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
-from email.policy import default as _default_policy
+from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
 
 from ci.policy import Policy
@@ -29,7 +29,37 @@ from db.reports import PatchReport, ToolchainReport
 from toolchains.kbuild import Config
 
 WIDTH = 78
-POLICY = _default_policy.clone(max_line_length=WIDTH, linesep="\n")
+
+
+class _MailPolicy(EmailPolicy):
+    """The stdlib folds an over-long Subject or In-Reply-To by moving all of it to a continuation
+    line, which readers then show with a leading space; fold between words instead, keeping the
+    first word on the header's line (a Message-ID longer than a line stays whole, as git
+    send-email writes it)."""
+
+    WORDY = ("subject", "in-reply-to", "references", "message-id")
+
+    def _words(self, name: str, value: str) -> str | None:
+        words = value.split()
+        if name.lower() not in self.WORDY or not value.isascii() or not words:
+            return None
+        lines = [f"{name}: {words[0]}"]
+        for w in words[1:]:
+            if len(lines[-1]) + 1 + len(w) <= self.max_line_length:
+                lines[-1] += " " + w
+            else:
+                lines.append(" " + w)
+        return self.linesep.join(lines) + self.linesep
+
+    def fold(self, name, value):
+        return self._words(name, str(value)) or super().fold(name, value)
+
+    def fold_binary(self, name, value):
+        got = self._words(name, str(value))
+        return got.encode("ascii") if got else super().fold_binary(name, value)
+
+
+POLICY = _MailPolicy().clone(max_line_length=WIDTH, linesep="\n")
 FIELD = 15                                    # "patch subject: " — the robot's field column
 
 

@@ -1,0 +1,294 @@
+"""The bot's parts without a kernel build: parsing list mail, b4-style assembly, the policy file,
+the replies' shape, the outbox, and SMTP with STARTTLS and login against a real server on
+127.0.0.1."""
+from __future__ import annotations
+
+import email
+import email.policy
+import mailbox
+import ssl
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import botlist
+from analyzer.errors import InputError
+from ci.assemble import assemble, topic
+from ci.mailbox import parse_mail, read_maildir, read_mbox
+from ci.outgoing import OutboxTransport, SendError, SmtpTransport
+from ci.policy import Policy, SmtpSettings, duration, parse_policy
+from ci.reply import WIDTH, compose, fit, recipients, stable_message_id, table_lines
+from db.botstore import BotMail, BotSeries
+
+T0 = datetime(2026, 11, 23, 10, 0, tzinfo=timezone.utc)
+
+
+def parsed(*raws: bytes, at: datetime = T0) -> list:
+    return [parse_mail(r, "test", str(i), at.isoformat(), (botlist.BOT,)) for i, r in enumerate(raws)]
+
+
+# --- parsing ---------------------------------------------------------------------------------------
+
+def test_parse_the_list_as_delivered():
+    cover, p1, p2 = parsed(*botlist.series_v1())
+    assert (cover.kind, cover.position, cover.total, cover.version) == ("cover", 0, 2, 1)
+    assert cover.base_commit == botlist.BASE
+    assert (p1.kind, p1.position, p2.position) == ("patch", 1, 2)
+    assert p1.in_reply_to == botlist.COVER_ID and p2.references == [botlist.COVER_ID]
+    assert p1.from_name == "Aaron Lu" and p1.from_addr == "aaron.lu@intel.com"
+    assert p1.to == [botlist.LIST] and "Vlastimil Babka <vbabka@suse.cz>" in p1.cc
+    assert p1.list_id == "<linux-mm.kvack.org>"
+    assert p1.subject.startswith("[PATCH 1/2] mm/page_alloc: return __rmqueue() etc. to plain static inline")
+    assert p1.raw and cover.raw                      # kept for git am
+    (reply,) = parsed(botlist.review_reply())
+    assert reply.kind == "reply" and not reply.raw
+    v2 = parsed(*botlist.series_v2())
+    assert [m.version for m in v2] == [2, 2, 2] and v2[0].in_reply_to == botlist.COVER_ID
+
+
+def test_parse_non_utf8_and_malformed():
+    (jose,) = parsed(botlist.not_applying())
+    assert jose.kind == "patch" and jose.from_name == "José Müller" and (jose.position, jose.total) == (1, 1)
+    raw8 = "From: Jörg Rödel <joro@example.org>\nSubject: Re: [PATCH] x\nMessage-Id: <r@x>\n\nok".encode("latin-1")
+    (joerg,) = parsed(raw8)                          # undeclared 8-bit header bytes: decoded as Latin-1
+    assert joerg.from_name == "Jörg Rödel" and joerg.kind == "reply"
+    (bad,) = parsed(botlist.MALFORMED)
+    assert bad.kind == "malformed" and "Message-ID" in bad.note and bad.message_id.endswith("@sizewatch.invalid>")
+    (numbers,) = parsed(b"From: a@b.org\nSubject: [PATCH 3/2] x\nMessage-Id: <n@b>\n\ndiff --git a/x b/x\n")
+    assert numbers.kind == "malformed" and "bad patch number" in numbers.note
+    (nodiff,) = parsed(b"From: a@b.org\nSubject: [PATCH 1/2] x\nMessage-Id: <d@b>\n\nno diff here\n")
+    assert nodiff.kind == "other"
+    own = parse_mail(b"From: sizewatch bot <sizewatch-bot@example.org>\nSubject: Re: [PATCH 1/2] x\n"
+                     b"Message-Id: <o@b>\n\nhi", own_addresses=(botlist.BOT,))
+    assert own.kind == "own"
+
+
+def test_read_maildir_and_mbox(tmp_path):
+    md = tmp_path / "md"
+    botlist.deliver(md, *botlist.series_v1())
+    got = list(read_maildir(md))
+    assert len(got) == 3
+    assert list(read_maildir(md, {k for k, _ in got})) == []
+    box = tmp_path / "list.mbox"
+    botlist.append_mbox(box, *botlist.series_v1())
+    first = list(read_mbox(box))
+    botlist.append_mbox(box, botlist.review_reply())
+    assert len(list(read_mbox(box, {k for k, _ in first}))) == 1
+    with pytest.raises(InputError, match="no such maildir"):
+        list(read_maildir(tmp_path / "nope"))
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(InputError, match="not a maildir"):
+        list(read_maildir(tmp_path / "plain"))
+
+
+# --- assembly --------------------------------------------------------------------------------------
+
+def test_assemble_a_threaded_series_ignoring_replies():
+    msgs = parsed(*botlist.series_v1(), botlist.review_reply())
+    (s,) = assemble(msgs, [], T0, timedelta(hours=1)).series
+    assert s.state == "ready" and s.key == f"{botlist.COVER_ID}|v1"
+    assert s.cover.message_id == botlist.COVER_ID and [p.position for p in s.patches] == [1, 2]
+    assert s.sender == "aaron.lu@intel.com" and s.base_commit == botlist.BASE
+
+
+def test_missing_patches_wait_then_time_out_and_the_key_is_stable():
+    cover, p1, p2 = botlist.series_v1()
+    early = parsed(p1, at=T0)
+    (s,) = assemble(early, [], T0 + timedelta(minutes=5), timedelta(hours=1)).series
+    assert s.state == "waiting" and s.missing == [2]
+    assert s.key == f"{botlist.COVER_ID}|v1"          # keyed on the cover letter before it arrives
+    (late,) = assemble(early, [], T0 + timedelta(hours=2), timedelta(hours=1)).series
+    assert late.state == "incomplete" and late.missing == [2]
+    # patches complete but the cover letter they reply to not yet here: wait for it (until the time-out)
+    both = parsed(p1, p2, at=T0)
+    (w,) = assemble(both, [], T0, timedelta(hours=1)).series
+    assert w.state == "waiting" and w.cover_missing and not w.missing
+    (r,) = assemble(both, [], T0 + timedelta(hours=1), timedelta(hours=1)).series
+    assert r.state == "ready" and r.cover is None
+    (full,) = assemble(both + parsed(cover), [], T0, timedelta(hours=1)).series
+    assert full.state == "ready" and full.key == s.key
+
+
+def test_newer_versions_supersede_older_ones():
+    v1, v2 = parsed(*botlist.series_v1()), parsed(*botlist.series_v2())
+    asm = assemble(v1 + v2, [], T0, timedelta(hours=1))
+    states = {s.version: s for s in asm.series}
+    assert states[1].state == "superseded" and states[1].superseded_by == states[2].key
+    assert states[2].state == "ready"
+    # a v1 already tested (stored) is reported superseded when v2 arrives
+    known = [BotSeries(f"{botlist.COVER_ID}|v1", 1, states[1].subject, "aaron.lu@intel.com", 2, "tested",
+                       message_ids=[m.message_id for m in v1])]
+    asm2 = assemble(v2, known, T0, timedelta(hours=1))
+    assert asm2.superseded_known == [(known[0].key, states[2].key)]
+    # a late v1 after a stored v2 is superseded on arrival, by the subject (no thread link needed)
+    stored_v2 = [BotSeries(states[2].key, 2, states[2].subject, "aaron.lu@intel.com", 2, "tested")]
+    (late,) = assemble(v1, stored_v2, T0, timedelta(hours=1)).series
+    assert late.state == "superseded" and late.superseded_by == states[2].key
+    assert topic("[PATCH v3 0/7] mm: Foo  bar") == topic("[RFC PATCH 0/7] MM: foo bar") == "mm: foo bar"
+
+
+def test_unthreaded_series_and_a_separately_sent_cover_letter():
+    def msg(pos: int, total: int = 3) -> bytes:
+        kind = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n" if pos else "cover\n"
+        return (f"From: Kim <kim@example.org>\nSubject: [PATCH {pos}/{total}] thing {pos}\n"
+                f"Message-Id: <u{pos}@example.org>\n\n{kind}").encode()
+    (s,) = assemble(parsed(msg(2), msg(0), msg(3), msg(1)), [], T0, timedelta(hours=1)).series
+    assert s.state == "ready" and s.cover is not None and [p.position for p in s.patches] == [1, 2, 3]
+    # the example as git format-patch wrote it: patch 2 replies to patch 1, the cover letter apart
+    cover = botlist._example_parts()[0]
+    box = mailbox.mbox(str(botlist.EXAMPLE), create=False)
+    (e,) = assemble(parsed(cover, *(box.get_bytes(k) for k in box.keys())), [], T0, timedelta(hours=1)).series
+    assert e.state == "ready" and e.cover is not None and len(e.patches) == 2
+
+
+# --- policy ----------------------------------------------------------------------------------------
+
+def test_policy_file():
+    p = parse_policy("""
+        [bot]
+        address = "bot@example.org"
+        dashboard_url = "https://sizewatch.example.org/"
+        toolchains = ["gcc-11", "clang-16"]
+        incomplete_timeout = "90m"
+        daily_cap = 3
+        [watch]
+        lists = ["linux-mm@kvack.org"]
+        senders = ["*@intel.com"]
+        opt_out = ["quiet@intel.com"]
+        [report]
+        growth_bytes = 512
+        growth_percent = 1
+        boundary_crossing = false
+        [smtp]
+        host = "mail.example.org"
+        port = 587
+        username = "bot"
+        password = "hunter2"
+        [outbox]
+        path = "/tmp/out.mbox"
+    """, "t.toml")
+    assert p.address == "bot@example.org" and p.dashboard_url == "https://sizewatch.example.org"
+    assert p.toolchains == ("gcc-11", "clang-16") and p.incomplete_timeout == timedelta(minutes=90)
+    assert p.report.growth_percent == 1.0 and not p.report.boundary_crossing and p.report.hot_not_inlined
+    assert p.watch.watches_list(["Linux MM <linux-mm@kvack.org>"], []) and not p.watch.watches_list(["x@y"], [])
+    assert p.watch.watches_list([], ["Linux MM <linux-mm.kvack.org>"])
+    assert p.watch.watches_sender("aaron.lu@intel.com") and not p.watch.watches_sender("x@example.org")
+    assert p.watch.opted_out("Quiet@intel.com")
+    assert p.smtp.secret() == "hunter2" and "hunter2" not in repr(p)
+    assert Policy().watch.watches_list([], []) and Policy().watch.watches_sender("anyone@x")
+    assert duration(45, "x") == timedelta(seconds=45) and duration("2d", "x") == timedelta(days=2)
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("[bot]\ntoolchain = ['gcc-12']\n", "unknown key 'toolchain'"),
+    ("[reprot]\n", "unknown section [reprot]"),
+    ("[report]\ngrowth_bytes = 'big'\n", "growth_bytes: expected an int"),
+    ("[bot]\ndaily_cap = -1\n", "must not be negative"),
+    ("[bot]\nincomplete_timeout = 'soon'\n", "expected a duration"),
+    ("[bot]\naddress = 'nobody'\n", "not a mail address"),
+    ("[bot\n", "not valid TOML"),
+])
+def test_policy_errors(text, msg):
+    with pytest.raises(InputError, match=msg.replace("[", r"\[").replace("]", r"\]")):
+        parse_policy(text, "bot.toml")
+
+
+def test_smtp_password_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SIZEWATCH_SMTP_PASSWORD", "from-env")
+    assert SmtpSettings(username="u").secret() == "from-env"
+
+
+# --- replies ---------------------------------------------------------------------------------------
+
+def test_reply_headers_recipients_and_width():
+    (p2,) = parsed(botlist.series_v1()[2])
+    p2.cc.append(f"The Bot <{botlist.BOT}>")          # the bot itself is never a recipient
+    p2.cc.append("LINUX-MM@kvack.org")                # nor is anyone twice
+    to, cc = recipients(p2, botlist.BOT)
+    assert to == ["Aaron Lu <aaron.lu@intel.com>"]
+    assert cc == ["linux-mm@kvack.org", "Andrew Morton <akpm@linux-foundation.org>", "Vlastimil Babka <vbabka@suse.cz>"]
+    body = "Hi Aaron,\n\n" + "\n".join(fit(["x" * 100, "word " * 30])) + "\n"
+    mid = stable_message_id("k|v1", "f" * 64, p2.message_id, botlist.BOT)
+    assert mid == stable_message_id("k|v1", "f" * 64, p2.message_id, botlist.BOT) and mid.endswith("@example.org>")
+    out = compose(p2, body, Policy(address=botlist.BOT), mid, T0, "k|v1", 2)
+    msg = email.message_from_bytes(out.raw, policy=email.policy.default)
+    assert msg["Subject"] == "Re: " + p2.subject
+    assert msg["In-Reply-To"] == p2.message_id
+    assert msg["References"].split() == [botlist.COVER_ID, p2.message_id]
+    assert msg["Message-ID"] == mid and msg["Auto-Submitted"] == "auto-generated"
+    assert out.recipients == ["aaron.lu@intel.com", "linux-mm@kvack.org", "akpm@linux-foundation.org",
+                              "vbabka@suse.cz"]
+    assert msg.get_content_type() == "text/plain" and not msg.is_multipart()
+    assert all(len(ln) <= WIDTH for ln in msg.get_content().splitlines())
+    head, _, text = out.raw.decode().partition("\n\n")
+    assert all(len(ln) <= 78 for ln in text.splitlines())
+    for ln in head.splitlines():                     # headers fold too; only a lone Message-ID may not
+        assert len(ln) <= 78 or (ln.split(":")[0] in ("In-Reply-To", "References") and len(ln.split()) == 2), ln
+
+
+def test_bloat_table_rows_with_long_names_keep_their_columns():
+    from analyzer.bloat import Comparison, Row
+    from db.reports import ToolchainReport
+    long = "a_very_long_function_name_that_the_kernel_really_has_somewhere_x"
+    t = ToolchainReport("gcc-12", "v", "mm/page_alloc.o", "k", "ok", 1, 0, "ok",
+                        tables=[Comparison("Function", 52, 0, 51, 0, 65, 0,
+                                           [Row(long, 10, 20, 10), Row("short", None, 5, 5)]
+                                           + [Row(f"f{i}", 1, 2, 1) for i in range(50)], 100, 165)])
+    lines = table_lines(t, 40, "http://dash/commit/x")
+    assert all(len(ln) <= WIDTH for ln in lines)
+    i = lines.index(long)
+    assert lines[i + 1].split() == ["10", "20", "+10"] and len(lines[i + 1]) == 64
+    assert any(ln.startswith("... 12 more rows: http://dash/commit/x") for ln in lines)
+    assert lines[-1].startswith("Total:")
+
+
+# --- transports ------------------------------------------------------------------------------------
+
+def _mail(mid: str = "<m1@example.org>") -> BotMail:
+    raw = (f"From: bot <{botlist.BOT}>\nTo: a@example.org\nSubject: Re: x\nMessage-ID: {mid}\n"
+           "Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: 8bit\n\nbody ü\n").encode()
+    return BotMail(mid, "<x@y>", "Re: x", ["a@example.org"], raw)
+
+
+def test_outbox_appends_each_message_once(tmp_path):
+    box = tmp_path / "out.mbox"
+    t = OutboxTransport(box)
+    t.send(_mail(), botlist.BOT)
+    t.send(_mail(), botlist.BOT)                     # a resend after a crash: no second copy
+    t.send(_mail("<m2@example.org>"), botlist.BOT)
+    got = mailbox.mbox(str(box))
+    assert [m["Message-ID"] for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+    with pytest.raises(SendError, match="is a directory"):
+        OutboxTransport(tmp_path)
+
+
+def test_smtp_with_starttls_and_login(tmp_path, monkeypatch):
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(ctx)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    monkeypatch.setenv("SIZEWATCH_SMTP_PASSWORD", "s3cret-pw")
+    with botlist.SmtpServer(tls=ctx, users={"bot": "s3cret-pw"}) as server:
+        base = SmtpSettings(host="127.0.0.1", port=server.port, username="bot", ca_file=str(ca_file), timeout=10)
+        t = SmtpTransport(base)
+        t.send(_mail(), botlist.BOT)
+        t.close()
+        (got,) = server.wait(1)
+        assert got.tls and got.login == "bot" and got.rcpt_tos == ["a@example.org"]
+        assert got.message["Message-ID"] == "<m1@example.org>" and got.message.get_content() == "body ü\n"
+        assert b"\n" not in got.data.replace(b"\r\n", b"") and b"\r\r" not in got.data   # CRLF on the wire
+        from dataclasses import replace
+        monkeypatch.setenv("SIZEWATCH_SMTP_PASSWORD", "wrong")
+        with pytest.raises(SendError) as e:
+            SmtpTransport(base).send(_mail(), botlist.BOT)
+        assert "login as 'bot' refused" in str(e.value) and "wrong" not in str(e.value)
+        with pytest.raises(SendError, match="certificate verify failed|CERTIFICATE_VERIFY_FAILED"):
+            SmtpTransport(replace(base, ca_file="")).send(_mail(), botlist.BOT)    # an untrusted cert is refused
+        with pytest.raises(SendError, match="offers no login .AUTH. before TLS"):
+            SmtpTransport(replace(base, starttls=False)).send(_mail(), botlist.BOT)
+    with pytest.raises(SendError, match="connection refused"):
+        SmtpTransport(SmtpSettings(host="127.0.0.1", port=server.port, starttls=False, timeout=5)).send(
+            _mail(), botlist.BOT)
