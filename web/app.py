@@ -7,6 +7,7 @@ from db.store import Store, open_store
 from web import errors, formatting
 from web.jobs import Jobs
 from web.settings import WebSettings
+from web.symbol_cache import SymbolCache
 
 
 def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
@@ -17,6 +18,7 @@ def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
     app.extensions["sizewatch.settings"] = settings
     app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)
     app.extensions["sizewatch.jobs"] = Jobs(settings.job_logs)
+    app.extensions["sizewatch.symbols"] = SymbolCache()
     for bp in PAGES:
         app.register_blueprint(bp)
     errors.register(app)

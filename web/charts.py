@@ -47,7 +47,7 @@ def status_text(p: HistoryPoint) -> str:
     return f"{declared}absent"
 
 
-def history_columns(points: list[HistoryPoint]) -> dict:
+def history_columns(points: list[HistoryPoint], states: list[int] | None = None) -> dict:
     """Commits in history order and the lines (gcc first, then clang, by version), each with sizes,
     states (an index into STATES), inline counts and declarations aligned with the commits (None: no point)."""
     order: dict[str, int] = {}
@@ -60,7 +60,8 @@ def history_columns(points: list[HistoryPoint]) -> dict:
             commits["date"].append(p.date)
     multi_target = len({p.target for p in points}) > 1
     lines: dict[str, dict] = {}
-    for p in points:
+    states = states if states is not None else [state(p) for p in points]
+    for p, st in zip(points, states):
         label = f"{p.toolchain} {p.target}" if multi_target else p.toolchain
         line = lines.get(label)
         if line is None:
@@ -69,7 +70,7 @@ def history_columns(points: list[HistoryPoint]) -> dict:
                                    "inlined": [None] * len(order), "declared": [None] * len(order)}
         i = order[p.commit_sha]
         line["size"][i] = p.size if p.status == "ok" else None
-        line["state"][i] = state(p)
+        line["state"][i] = st
         line["inlined"][i] = p.inlined_count
         line["declared"][i] = p.declared
     ordered = [{"label": label, **line} for label, line in

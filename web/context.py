@@ -18,3 +18,7 @@ def settings() -> WebSettings:
 
 def jobs() -> Jobs:
     return current_app.extensions["sizewatch.jobs"]
+
+
+def symbol_cache():
+    return current_app.extensions["sizewatch.symbols"]

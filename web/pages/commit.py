@@ -95,7 +95,8 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
 
 
 def report_for(store: Store, commit: Commit, toolchains: list[str] | None, target: str | None) -> PatchReport:
-    return commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None)
+    return commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None,
+                         cache=context.symbol_cache())
 
 
 def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, target: str | None = None) -> dict:

@@ -11,25 +11,32 @@ from web import charts, context, params
 bp = Blueprint("function", __name__)
 
 
-def changes(points: list[HistoryPoint]) -> list[dict]:
-    """Every point whose size or inline status differs from the previous point of the same line."""
-    last: dict[tuple, HistoryPoint] = {}
-    out = []
-    for p in points:
+def changes(points: list[HistoryPoint], states: list[int], limit: int) -> tuple[list[dict], int]:
+    """The latest ``limit`` points (newest first) whose size or inline status differs from the previous
+    point of the same line, and how many there are in all."""
+    last: dict[tuple, int] = {}
+    changed: list[tuple[int, int]] = []
+    for i, p in enumerate(points):
         key = (p.toolchain, p.target)
-        prev = last.get(key)
-        last[key] = p
-        if prev is None:
+        j = last.get(key)
+        last[key] = i
+        if j is None:
             continue
+        q = points[j]
         size = p.size if p.status == "ok" else None
-        prev_size = prev.size if prev.status == "ok" else None
-        if size == prev_size and charts.state(p) == charts.state(prev) and p.inlined_count == prev.inlined_count:
-            continue
+        prev_size = q.size if q.status == "ok" else None
+        if size != prev_size or states[i] != states[j] or p.inlined_count != q.inlined_count:
+            changed.append((j, i))
+    out = []
+    for j, i in reversed(changed[-limit:] if limit else []):
+        p, q = points[i], points[j]
+        size = p.size if p.status == "ok" else None
+        prev_size = q.size if q.status == "ok" else None
         out.append({"commit": p.commit_sha, "subject": p.subject, "date": p.date, "toolchain": p.toolchain,
                     "target": p.target, "old": prev_size, "new": size,
                     "delta": None if size is None or prev_size is None else size - prev_size,
-                    "was": charts.status_text(prev), "now": charts.status_text(p), "url": f"/commit/{p.commit_sha}"})
-    return out
+                    "was": charts.status_text(q), "now": charts.status_text(p), "url": f"/commit/{p.commit_sha}"})
+    return out, len(changed)
 
 
 def function_data(store: Store, name: str, toolchain: str | None = None, target: str | None = None,
@@ -38,8 +45,9 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
     if not points:
         where = f" under {toolchain}" if toolchain else ""
         abort(404, description=f"no function {name} in any stored build{where}")
-    cols = charts.history_columns(points)
-    changed = changes(points)
+    states = [charts.state(p) for p in points]
+    cols = charts.history_columns(points, states)
+    changed, n_changed = changes(points, states, limit)
     multi_target = len({p.target for p in points}) > 1
     latest: dict[str, HistoryPoint] = {}
     for p in points:                          # history order: the last point of each line wins
@@ -49,7 +57,7 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
                 "status": charts.status_text(latest[label])} for label in (ln["label"] for ln in cols["lines"])]
     return {"function": name, "toolchain": toolchain, "target": target, "points": len(points),
             "chart": cols, "current": current,
-            "changes": list(reversed(changed))[:limit], "changes_total": len(changed),
+            "changes": changed, "changes_total": n_changed,
             "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
 
 

@@ -43,7 +43,22 @@ def by_source_function(rows: list[MatrixRow]) -> tuple[list[MatrixRow], dict[str
     return out, symbols
 
 
-def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | None = None) -> dict:
+def _status(declared: str | None, out_of_line: bool | None, inlined: int | None) -> str:
+    if declared is None:
+        return "not analyzed"
+    if out_of_line:
+        where = f"out of line, inl {inlined}x" if inlined else "out of line"
+    else:
+        where = f"inlined {inlined}x" if inlined else "–"
+    if declared not in ("unknown", "plain"):
+        where += f" · declared {declared.replace('_', ' ')}"
+    return where
+
+
+def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | None = None,
+                limit: int = 200) -> dict:
+    """Rows by spread (largest minus smallest size), the ``limit`` widest first; each cell says whether
+    it is the row's largest or smallest, so the page only prints."""
     commit = find_commit(store, rev)
     rows, symbols = by_source_function(store.toolchain_matrix(commit.sha, commit.tree, target))
     tcs = sorted({tc for r in rows for tc in r.cells}, key=toolchain_key)
@@ -52,19 +67,28 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
         if not show_all and not _differs(r):
             continue
         sizes = [v[0] for v in r.cells.values() if v[0] is not None]
-        out.append({"function": r.name,
-                    "spread": (max(sizes) - min(sizes)) if sizes else 0,
-                    "cells": {tc: {"size": r.cells[tc][0], "declared": r.cells[tc][1],
-                                   "out_of_line": r.cells[tc][2], "inlined_count": r.cells[tc][3],
-                                   "symbols": symbols.get(r.name, {}).get(tc, [r.name] if r.cells[tc][0] else [])}
-                              for tc in tcs if tc in r.cells}})
+        top, bottom = (max(sizes), min(sizes)) if sizes else (None, None)
+        cells = {}
+        for tc in tcs:
+            if tc not in r.cells:
+                continue
+            size, declared, ool, inlined = r.cells[tc]
+            mark = "" if top == bottom or size is None else "largest" if size == top else \
+                "smallest" if size == bottom else ""
+            syms = symbols.get(r.name, {}).get(tc, [r.name] if size else [])
+            cells[tc] = {"size": size, "declared": declared, "out_of_line": ool, "inlined_count": inlined,
+                         "symbols": syms, "mark": mark, "status": _status(declared, ool, inlined),
+                         "clones": " ".join(x[len(r.name):] for x in syms if x != r.name)}
+        out.append({"function": r.name, "spread": (top - bottom) if sizes else 0, "cells": cells})
     out.sort(key=lambda r: (-r["spread"], r["function"]))
     return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": len(rows),
-            "rows": out, "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
+            "differing": len(out), "rows": out[:limit], "limit": limit,
+            "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
 
 
 def _args() -> dict:
-    return {"show_all": params.flag_arg("all"), "target": params.target_arg()}
+    return {"show_all": params.flag_arg("all"), "target": params.target_arg(),
+            "limit": params.int_arg("limit", 200, 1, 1_000_000)}
 
 
 @bp.get("/matrix/<rev>")
