@@ -139,26 +139,29 @@ class Bot:
         cap = self.policy.daily_cap
         day = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
         sent_today = self.store.bot_sent_since(_iso(day)) if cap else 0
+        held = sent = 0
         try:
             for mail in pending:
                 if cap and sent_today >= cap:
                     if mail.state != "held":
                         self.store.bot_mark_unsent(mail.message_id, "held", f"daily cap of {cap} mails reached")
-                    res.held += 1
+                    held += 1
                     continue
                 try:
                     self.transport.send(mail, self.policy.address)
                 except SendError as e:
                     self.store.bot_mark_unsent(mail.message_id, "decided", str(e))
                     res.failed += 1
-                    res.errors.append(f"{e}; {len(pending) - res.sent - res.held} mail(s) kept for the next run")
+                    res.errors.append(f"{e}; {len(pending) - sent} mail(s) kept for the next run")
                     break                                  # the relay is down or refusing: try again next poll
                 _crash_point("sent")
                 self.store.bot_mark_sent(mail.message_id, self.transport.label)
                 res.sent += 1
+                sent += 1
                 sent_today += 1
                 self.log(f"bot: sent {mail.message_id} ({mail.subject[:60]}) via {self.transport.label}")
         finally:
+            res.held = held                                # what is held now (a poll flushes twice)
             self.transport.close()
 
     # --- 2: reading -----------------------------------------------------------------------------

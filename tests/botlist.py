@@ -174,6 +174,12 @@ def append_mbox(path: Path, *raws: bytes) -> None:
 
 # --- a real SMTP server on loopback -----------------------------------------------------------------
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclass
 class Received:
     mail_from: str
@@ -212,9 +218,7 @@ class SmtpServer:
                   and users.get(auth_data.login.decode()) == auth_data.password.decode())
             return AuthResult(success=ok, handled=False, auth_data=auth_data if ok else None)
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         kwargs: dict = {}
         if tls is not None:
             kwargs.update(tls_context=tls, require_starttls=True)
