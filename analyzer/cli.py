@@ -39,6 +39,10 @@ from ci.commands import COMMANDS as _PIPELINE_COMMANDS  # noqa: E402  run, repor
 for _cmd in _PIPELINE_COMMANDS:
     main.add_command(_cmd)
 
+from toolchains.commands import COMMANDS as _BUILD_COMMANDS  # noqa: E402  toolchains, build (issue 4)
+for _cmd in _BUILD_COMMANDS:
+    main.add_command(_cmd)
+
 from ci.bot_cli import COMMANDS as _BOT_COMMANDS  # noqa: E402  the mailing-list bot (issue 7)
 for _cmd in _BOT_COMMANDS:
     main.add_command(_cmd)

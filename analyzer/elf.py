@@ -262,8 +262,11 @@ def _archive_members(path: Path, data: memoryview) -> list[ElfImage]:
             longnames = bytes(data[body:body + size])
             pos = body + size + (size & 1)
             continue
-        if name.startswith("/") and name[1:].isdigit():
-            off = int(name[1:])
+        if name.startswith("/") and name[1:2].isdigit():
+            # "/<offset>" into the long name table; binutils reads the number with strtol and
+            # ignores the rest: `ar cDPrST` (kbuild's) writes e.g. "/0             /" for mm/page_alloc.o
+            digits = name[1:len(name) - len(name[1:].lstrip("0123456789"))]
+            off = int(digits)
             end = longnames.find(b"/\n", off)
             name = longnames[off:end if end >= 0 else None].decode("utf-8", "surrogateescape")
         else:

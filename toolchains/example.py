@@ -1,17 +1,19 @@
 """The worked example: build mm/page_alloc.o at each patch of examples/ and diff them.
 
-This is what ``make run`` shows until the full pipeline stores results per commit.
+``sizewatch example`` shows these tables without the store; the test fixtures use the
+same objects (built once, kept under the cache like every build).
 """
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolchains.kbuild import Config, build_object
-from toolchains.registry import load
-from toolchains.source import cache_dir, ensure_source, git
-from toolchains.worktree import apply_series, ensure_worktree
+from toolchains.build import BuildOptions, build_commit
+from toolchains.commits import from_series, subjects
+from toolchains.errors import BuildError
+from toolchains.kbuild import Config
+from toolchains.locks import file_lock
+from toolchains.source import cache_dir, ensure_source
 
 EXAMPLE_MBOX = Path(__file__).resolve().parent.parent / "examples" / "rmqueue-always-inline.mbox"
 
@@ -21,30 +23,30 @@ class BuiltCommit:
     commit: str
     subject: str
     object_path: Path
+    report_path: Path | None = None
+
+
+def series_commits(mbox: Path = EXAMPLE_MBOX, version: str = "6.1", cache: Path | None = None) -> tuple[Path, list[str]]:
+    """The tree and the series' commits: its base, then one per patch (applied once, same shas every time)."""
+    cache = cache or cache_dir()
+    src = ensure_source(version, cache)
+    scratch = cache / "worktrees" / "am"
+    with file_lock(cache / "worktrees" / ".am.lock"):
+        return src.path, from_series(src.path, mbox, None, scratch)
 
 
 def build_series(toolchain: str = "gcc-12", target: str = "mm/page_alloc.o",
-                 mbox: Path = EXAMPLE_MBOX, version: str = "6.1",
-                 cache: Path | None = None) -> list[BuiltCommit]:
-    """Build ``target`` at the series' base and after each patch; objects are kept per commit."""
-    cache = cache or cache_dir()
-    src = ensure_source(version, cache)
-    commits = apply_series(src.path, mbox, None, cache / "worktrees" / "am")
-    base = git(src.path, "rev-parse", f"{commits[0]}^").strip()
-    tc = load(toolchain)
-    config = Config()
-    wt_path = cache / "worktrees" / f"{tc.name}-{config.key}"
-    build_dir = cache / "build" / f"{tc.name}-{config.key}"
+                 mbox: Path = EXAMPLE_MBOX, version: str = "6.1", cache: Path | None = None,
+                 options: BuildOptions | None = None) -> list[BuiltCommit]:
+    """Build ``target`` at the series' base and after each patch (kept per commit in the cache)."""
+    options = options or BuildOptions(cache=cache)
+    tree, shas = series_commits(mbox, version, cache)
+    names = subjects(tree, shas)
     out: list[BuiltCommit] = []
-    for sha in [base, *commits]:
-        keep = cache / "objects" / tc.name / config.key / sha / target
-        if not keep.exists():
-            wt = ensure_worktree(src.path, wt_path, sha)
-            res = build_object(wt, build_dir, tc, target, config)
-            keep.parent.mkdir(parents=True, exist_ok=True)
-            tmp = keep.with_suffix(".tmp")
-            shutil.copyfile(res.object_path, tmp)
-            tmp.rename(keep)
-        subject = git(src.path, "log", "-1", "--format=%s", sha).strip()
-        out.append(BuiltCommit(sha, subject, keep))
+    for sha in shas:
+        b = build_commit(tree, sha, toolchain, [target], Config(), options)
+        r = b.targets[0]
+        if not r.ok or r.path is None:
+            raise BuildError(f"{toolchain} {sha[:12]} {target}: {r.status}: {(r.errors or ['no object'])[0]}")
+        out.append(BuiltCommit(sha, names[sha], r.path, r.report))
     return out

@@ -1,25 +1,32 @@
-"""Driving kbuild: configure and prepare an out-of-tree build dir once, then build single objects.
+"""Driving kbuild: configure and prepare an out-of-tree build dir once, then build in it.
 
 ``defconfig`` + ``prepare`` cost 25-36 s per toolchain, so a prepared build dir
 is kept (keyed by toolchain and config fragment) and reused; a stamp file
 records what it was prepared from so a changed fragment starts afresh.
+Every make runs through a ``Runner`` (toolchains.build passes one that sandboxes
+and limits it: prepare runs the commit's Makefiles and scripts too).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from toolchains import process
 from toolchains.errors import BuildError
 from toolchains.locks import file_lock
+from toolchains.process import Limits, Outcome
 from toolchains.registry import Toolchain
+from toolchains.sandbox import Sandbox
 
 # The default config: x86_64 defconfig with DWARF5 debug info (what the analyzer reads).
 DEFAULT_FRAGMENT = ("CONFIG_DEBUG_INFO_DWARF5=y", "# CONFIG_DEBUG_INFO_NONE is not set")
+# tinyconfig made 64-bit with DWARF5 debug info (the debug-info choice needs DEBUG_KERNEL there).
+TINY_FRAGMENT = ("CONFIG_64BIT=y", "CONFIG_DEBUG_KERNEL=y", "CONFIG_DEBUG_INFO_DWARF5=y",
+                 "# CONFIG_DEBUG_INFO_NONE is not set")
 STAMP = ".sizewatch-prepared"
 
 
@@ -36,12 +43,31 @@ class Config:
         return f"{self.base}-{h[:10]}"
 
 
-@dataclass(frozen=True)
-class BuildResult:
-    target: str
-    object_path: Path
-    seconds: float
-    log: str
+PRESETS = {"defconfig": Config(), "tinyconfig": Config("tinyconfig", TINY_FRAGMENT)}
+
+
+def preset(name: str, extra: tuple[str, ...] = ()) -> Config:
+    """A named config (defconfig, tinyconfig), with extra fragment lines appended."""
+    if name not in PRESETS:
+        raise BuildError(f"unknown config {name!r} (known: {', '.join(PRESETS)})")
+    base = PRESETS[name]
+    return Config(base.base, base.fragment + tuple(extra), base.arch) if extra else base
+
+
+def read_fragment(path: Path) -> tuple[str, ...]:
+    """Config lines of a fragment file (``CONFIG_X=y`` / ``# CONFIG_X is not set``)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise BuildError(f"{path}: {e.strerror}") from None
+    out = []
+    for ln in lines:
+        ln = ln.strip()
+        if ln.startswith("CONFIG_") or (ln.startswith("# CONFIG_") and ln.endswith(" is not set")):
+            out.append(ln)
+        elif ln and not ln.startswith("#"):
+            raise BuildError(f"{path}: not a config fragment line: {ln[:60]!r}")
+    return tuple(out)
 
 
 def make_cmd(src: Path, build_dir: Path, tc: Toolchain, config: Config, *targets: str,
@@ -50,17 +76,22 @@ def make_cmd(src: Path, build_dir: Path, tc: Toolchain, config: Config, *targets
             f"-j{jobs or os.cpu_count() or 1}", *tc.make_args(), *targets]
 
 
-def run(cmd: list[str], cwd: Path | None = None, timeout: float | None = None) -> str:
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace",
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"{' '.join(cmd[:2])} … timed out after {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        errs = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()] or proc.stderr.splitlines()
-        last = errs[-1] if errs else f"exit {proc.returncode}"
-        raise BuildError(f"{cmd[0]} {cmd[-1]} failed: {last.strip()}")
-    return proc.stdout + proc.stderr
+# Runs one command (argv, cwd) the way the caller wants it run: sandboxed, time- and memory-limited.
+Runner = Callable[[list[str], Path], Outcome]
+
+
+def plain_runner(argv: list[str], cwd: Path) -> Outcome:
+    """No sandbox, no limits: for trusted trees."""
+    return process.run(argv, cwd, Sandbox(False), Limits(None, None))
+
+
+def _run(runner: Runner, cmd: list[str], cwd: Path) -> str:
+    out = runner(cmd, cwd)
+    if out.status != "ok":
+        errs = [ln for ln in out.stderr.splitlines() if "error" in ln.lower()] or out.stderr.splitlines()
+        last = errs[-1].strip() if errs else f"exit {out.returncode}"
+        raise BuildError(f"make {cmd[-1]} {out.status}: {last}")
+    return out.output
 
 
 def _stamp_text(src: Path, tc: Toolchain, config: Config) -> str:
@@ -68,31 +99,45 @@ def _stamp_text(src: Path, tc: Toolchain, config: Config) -> str:
                       *config.fragment]) + "\n"
 
 
-def prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config = Config()) -> Path:
-    """Configure and ``make prepare`` in build_dir unless it is already prepared for the same inputs."""
+def is_prepared(src: Path, build_dir: Path, tc: Toolchain, config: Config = Config()) -> bool:
     stamp = build_dir / STAMP
-    want = _stamp_text(src, tc, config)
-    if stamp.exists() and stamp.read_text() == want:
+    return stamp.exists() and stamp.read_text() == _stamp_text(src, tc, config)
+
+
+def prepare_lock(build_dir: Path) -> Path:
+    """The lock every user of a build dir (and its worktree) holds: prepare, builds, replays."""
+    return build_dir.parent / f".{build_dir.name}.lock"
+
+
+def prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config = Config(),
+            runner: Runner = plain_runner, locked: bool = False) -> Path:
+    """Configure and ``make prepare`` in build_dir unless it is already prepared for the same inputs.
+
+    ``locked``: the caller already holds ``prepare_lock(build_dir)``.
+    """
+    if is_prepared(src, build_dir, tc, config):
         return build_dir
-    with file_lock(build_dir.parent / f".{build_dir.name}.lock"):
-        if not (stamp.exists() and stamp.read_text() == want):
-            _prepare(src, build_dir, tc, config, stamp, want)
+    if locked:
+        _prepare(src, build_dir, tc, config, runner)
+        return build_dir
+    with file_lock(prepare_lock(build_dir)):
+        if not is_prepared(src, build_dir, tc, config):
+            _prepare(src, build_dir, tc, config, runner)
     return build_dir
 
 
-def _prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config, stamp: Path,
-             want: str) -> None:
+def _prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config, runner: Runner) -> None:
     if build_dir.exists():
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
-    run(make_cmd(src, build_dir, tc, config, config.base))
+    _run(runner, make_cmd(src, build_dir, tc, config, config.base), build_dir)
     cfg = build_dir / ".config"
     with cfg.open("a") as f:
         f.write("\n".join(config.fragment) + "\n")
-    run(make_cmd(src, build_dir, tc, config, "olddefconfig"))
+    _run(runner, make_cmd(src, build_dir, tc, config, "olddefconfig"), build_dir)
     _check_fragment(cfg, config)
-    run(make_cmd(src, build_dir, tc, config, "prepare"))
-    stamp.write_text(want)
+    _run(runner, make_cmd(src, build_dir, tc, config, "prepare"), build_dir)
+    (build_dir / STAMP).write_text(_stamp_text(src, tc, config))
 
 
 def _check_fragment(cfg: Path, config: Config) -> None:
@@ -101,15 +146,3 @@ def _check_fragment(cfg: Path, config: Config) -> None:
     for line in config.fragment:
         if line.startswith("CONFIG_") and line not in have:
             raise BuildError(f"config option {line} did not survive olddefconfig")
-
-
-def build_object(src: Path, build_dir: Path, tc: Toolchain, target: str,
-                 config: Config = Config(), timeout: float | None = 900) -> BuildResult:
-    """Build one object (e.g. ``mm/page_alloc.o``) in a prepared build dir."""
-    prepare(src, build_dir, tc, config)
-    t0 = time.monotonic()
-    log = run(make_cmd(src, build_dir, tc, config, target), timeout=timeout)
-    obj = build_dir / target
-    if not obj.exists():
-        raise BuildError(f"make {target} produced no {obj}")
-    return BuildResult(target, obj, time.monotonic() - t0, log)

@@ -20,6 +20,7 @@ class Toolchain:
     make_vars: dict[str, str]        # kbuild variables, e.g. {"LLVM": "-19"}
     compiler: str                    # the compiler driver binary
     version_command: tuple[str, ...]
+    suite: str = "bookworm"          # the Debian suite that ships it (clang-22: bookworm-security)
 
     @property
     def installed(self) -> bool:
@@ -43,7 +44,7 @@ def load(name: str) -> Toolchain:
         raise BuildError(f"unknown toolchain {name!r} (known: {known})")
     d = tomllib.loads(path.read_text())
     return Toolchain(d["name"], d["family"], tuple(d["packages"]), dict(d["make_vars"]),
-                     d["compiler"], tuple(d["version_command"]))
+                     d["compiler"], tuple(d["version_command"]), d.get("suite", "bookworm"))
 
 
 def all_toolchains() -> list[Toolchain]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from toolchains.errors import BuildError
@@ -22,7 +23,14 @@ def ensure_worktree(tree: Path, path: Path, commit: str) -> Path:
         git(tree, "worktree", "add", "-q", "--detach", str(path), commit)
         return path
     if git(path, "rev-parse", "HEAD").strip() != resolve(tree, commit):
-        git(path, "checkout", "-q", "--detach", "--force", commit)
+        for attempt in range(20):
+            try:
+                git(path, "checkout", "-q", "--detach", "--force", commit)
+                break
+            except BuildError as e:            # a git of another process holds index.lock: wait for it
+                if "index.lock" not in str(e) and "remove the file manually" not in str(e) or attempt == 19:
+                    raise
+                time.sleep(0.5)
     return path
 
 

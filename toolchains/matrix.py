@@ -1,0 +1,64 @@
+"""Commits × toolchains: every toolchain's builds in parallel, up to the core count.
+
+Each toolchain works through the commits in order in its own build dir (the order matters:
+each commit is built incrementally on top of the one before). Toolchains are independent,
+so they run side by side; make's -j is the core count divided among them. A failed,
+timed-out or killed build is a result like any other and the rest go on.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from toolchains import process
+from toolchains.build import BuildOptions, CommitBuild, Event, build_commit, toolchain_info
+from toolchains.kbuild import Config
+from toolchains.targets import parse
+
+
+def build_matrix(tree: Path, commits: list[str], toolchains: list[str], targets: list[str],
+                 config: Config = Config(), options: BuildOptions = BuildOptions(),
+                 events: Callable[[Event], None] = lambda e: None,
+                 on_build: Callable[[CommitBuild], None] = lambda b: None,
+                 parallel: int | None = None) -> list[CommitBuild]:
+    """Build every commit under every toolchain; results ordered by commit, then toolchain.
+
+    Unknown or missing toolchains and bad targets fail here, before any work.
+    """
+    for tc in toolchains:
+        toolchain_info(tc)
+    for t in targets:
+        parse(t)
+    cores = os.cpu_count() or 1
+    workers = max(1, min(len(toolchains), parallel or cores))
+    if options.jobs is None:
+        options = replace(options, jobs=max(1, cores // workers))
+    cancel = threading.Event()
+    lock = threading.Lock()
+    done: dict[tuple[str, str], CommitBuild] = {}
+
+    def one_toolchain(tc: str) -> None:
+        for sha in commits:
+            if cancel.is_set():
+                return
+            b = build_commit(tree, sha, tc, targets, config, options, events)
+            with lock:
+                done[(sha, tc)] = b
+                on_build(b)
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="build")
+    futures = [pool.submit(one_toolchain, tc) for tc in toolchains]
+    try:
+        for f in futures:
+            f.result()
+    except BaseException:
+        cancel.set()
+        process.kill_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [done[(sha, tc)] for sha in commits for tc in toolchains if (sha, tc) in done]
