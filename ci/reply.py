@@ -23,7 +23,7 @@ from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
 
 from ci.policy import Policy
-from ci.verdict import Reportable, sort_key
+from ci.verdict import Reportable, sort_key, tree_relative
 from db.botstore import BotMessage
 from db.reports import PatchReport, ToolchainReport
 from toolchains.kbuild import Config
@@ -281,7 +281,8 @@ def findings_body(original: BotMessage, head: BotMessage, p: PatchReport, items:
         elif t.status != "ok":
             out.append(f"{t.toolchain} build errors ({t.target}):")
             out.append("")
-            out += [e for e in (t.errors or [f"build {t.status}"])[:10]]
+            for e in (t.errors or [f"build {t.status}"])[:10]:
+                out += para(tree_relative(e), "    ", "")
             out.append("")
     reasons = reasons_block(items, affected)
     if reasons:

@@ -9,6 +9,7 @@ the bot mails once per (series version, finding set).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field
 
 from ci.policy import ReportRules
@@ -40,6 +41,15 @@ class Reportable:
         d = asdict(self)
         d["reasons"] = list(self.reasons)
         return d
+
+
+_ABS = re.compile(r"(?<![^\s'\"(\[])/[^\s:'\"]*?/(?:worktrees|build)/[^/\s:'\"]+/")
+
+
+def tree_relative(line: str) -> str:
+    """Compiler messages name files the way developers see them (mm/page_alloc.c:5704:28), not by
+    the bot's worktree or build directory (``<cache>/worktrees/<name>/``, ``<cache>/build/<name>/``)."""
+    return _ABS.sub("", line)
 
 
 def finding_set(items: list[Reportable]) -> str:
@@ -95,10 +105,11 @@ def build_breakage(p: PatchReport, rules: ReportRules) -> list[Reportable]:
     fine = sorted({t.toolchain for t in judged if t.status == "ok"})
     out = []
     for t in broken:
-        first = t.errors[0] if t.errors else f"build {t.status}"
+        first = tree_relative(t.errors[0]) if t.errors else f"build {t.status}"
         where = f" ({', '.join(fine)} {'builds' if len(fine) == 1 else 'build'} it)" if fine else ""
         out.append(Reportable(kind, f"{t.target} does not build with {t.toolchain}{where}: {first}",
-                              p.position, t.toolchain, t.target, data={"errors": t.errors, "status": t.status}))
+                              p.position, t.toolchain, t.target,
+                              data={"errors": [tree_relative(e) for e in t.errors], "status": t.status}))
     return out
 
 

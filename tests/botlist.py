@@ -151,6 +151,32 @@ def incomplete_first(msgid: str = "<20261123120000.555-2-kim@example.org>") -> b
             "@@ -1,1 +1,1 @@\n-x\n+y\n").encode()
 
 
+VARARGS_ID = "<20261123140000.999-1-dana@example.org>"
+
+
+def varargs_patch() -> bytes:
+    """A patch that builds with clang-19 but not with gcc-12: an __always_inline varargs helper
+    (gcc: "can never be inlined because it uses variable argument lists"; clang keeps an
+    out-of-line copy, an always_inline_copy finding)."""
+    import difflib
+    from toolchains.source import ensure_source, git
+    old = git(ensure_source("6.1").path, "show", f"{BASE}:mm/page_alloc.c").splitlines(keepends=True)
+    at = old.index("unsigned long __get_free_pages(gfp_t gfp_mask, unsigned int order)\n")
+    helper = ["static __always_inline int sizewatch_sum(int n, ...)\n", "{\n", "\tva_list ap;\n", "\tint s = 0;\n",
+              "\n", "\tva_start(ap, n);\n", "\twhile (n--)\n", "\t\ts += va_arg(ap, int);\n", "\tva_end(ap);\n",
+              "\treturn s;\n", "}\n", "\n"]
+    new = old[:at] + helper + old[at:]
+    check = new.index("\tif (!page)\n", at + len(helper))
+    new[check] = "\tif (!page || sizewatch_sum(1, (int)order) < 0)\n"
+    diff = "".join(difflib.unified_diff(old, new, "a/mm/page_alloc.c", "b/mm/page_alloc.c", n=3))
+    return ("From: Dana Byte <dana@example.org>\nTo: linux-mm@kvack.org\n"
+            "Subject: [PATCH] mm/page_alloc: check __get_free_pages() orders with a varargs helper\n"
+            f"Date: Mon, 23 Nov 2026 14:00:00 +0100\nMessage-Id: {VARARGS_ID}\n\n"
+            "Route the order check of __get_free_pages() through a small helper.\n\n"
+            "Signed-off-by: Dana Byte <dana@example.org>\n---\n"
+            f"{diff}-- \n2.39.5\n\nbase-commit: {BASE}\n").encode()
+
+
 MALFORMED = b"\xff\xfe garbage that is not a mail at all \x00\x01\n\nno headers here\n"
 
 

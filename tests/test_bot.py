@@ -86,8 +86,9 @@ def store_rows(db: Path, sql: str, *args) -> list[tuple]:
 @pytest.fixture(scope="module")
 def scenario(example_store, example_series, tmp_path_factory, output_dir):
     """Four polls by four bot processes against one store and one SMTP server:
-    1. the v1 series, a review reply, a series that does not apply (ISO-8859-1 sender), a malformed
-       message, an incomplete series, an opted-out sender, a series for an unwatched list;
+    1. the v1 series, a review reply, a series that does not apply (ISO-8859-1 sender), a patch that
+       builds with clang-19 but not gcc-12, a malformed message, an incomplete series, an opted-out
+       sender, a series for an unwatched list;
     2. nothing new (a restart); 3. the v2, superseding v1; 4. nothing new again."""
     tmp = tmp_path_factory.mktemp("bot")
     db = tmp / "store.db"
@@ -99,7 +100,8 @@ def scenario(example_store, example_series, tmp_path_factory, output_dir):
     md = tmp / "list"
     checks = tmp / "checks"
     v1, v2 = botlist.series_v1(), botlist.series_v2()
-    first = [*v1, botlist.review_reply(), botlist.not_applying(), botlist.MALFORMED, botlist.incomplete_first(),
+    first = [*v1, botlist.review_reply(), botlist.not_applying(), botlist.varargs_patch(), botlist.MALFORMED,
+             botlist.incomplete_first(),
              botlist.not_applying(msgid="<optout-1@example.org>", name="No Mail", addr="nomail@example.org",
                                   charset="us-ascii"),
              botlist.not_applying(msgid="<netdev-1@example.org>", name="Net Dev", addr="dev@example.org",
@@ -109,7 +111,7 @@ def scenario(example_store, example_series, tmp_path_factory, output_dir):
         cfg = bot_config(tmp / "bot.toml", server.port)
         args = ("--maildir", md, "--once", "--config", cfg, "--checks", checks)
         runs = [ok(run_bot(*args, db=db))]
-        after = [len(server.wait(3))]
+        after = [len(server.wait(4))]
         runs.append(ok(run_bot(*args, db=db)))
         time.sleep(0.5)
         after.append(len(server.messages()))
@@ -140,8 +142,8 @@ def replies_to(scenario, msgid: str) -> list:
 @pytest.mark.kernel
 def test_first_poll_replies_in_the_threads(scenario):
     runs, after = scenario["runs"], scenario["after"]
-    assert after[0] == 3, [r.message["Subject"] for r in scenario["received"]]
-    assert "read 9 new messages" in runs[0].stderr and "1 malformed" in runs[0].stderr
+    assert after[0] == 4, [r.message["Subject"] for r in scenario["received"]]
+    assert "read 10 new messages" in runs[0].stderr and "1 malformed" in runs[0].stderr
     assert "skipping a malformed message" in runs[0].stderr
     v1 = [parse(r) for r in botlist.series_v1()]
     for original in v1[1:]:
@@ -226,8 +228,34 @@ def test_a_series_that_does_not_apply_is_said_once_in_its_senders_charset(scenar
     assert states["<netdev-1@example.org>|v1"] == "skipped"
     assert states["<20261123120000.555-1-kim@example.org>|v1"] == "waiting"      # 1 of 3, within the time-out
     kinds = dict(store_rows(scenario["db"], "SELECT kind, count(*) FROM bot_messages GROUP BY kind"))
-    assert kinds == {"cover": 2, "patch": 8, "reply": 1, "malformed": 1}
+    assert kinds == {"cover": 2, "patch": 9, "reply": 1, "malformed": 1}
     assert len(replies_to(scenario, JOSE_ID)) == 1                   # and never again in later polls
+
+
+@pytest.mark.kernel
+def test_build_error_under_one_compiler(scenario):
+    (got,) = replies_to(scenario, botlist.VARARGS_ID)
+    check_shape(got.message, parse(botlist.varargs_patch()))
+    text = body(got.message)
+    flat = " ".join(text.split())
+    assert "/worktrees/" not in text                                 # tree-relative file names
+    gcc = text.split("\ngcc-12:\n", 1)[1].split("\n\n")[0]
+    clang = text.split("\nclang-19:\n", 1)[1].split("\n\n")[0]
+    assert " ".join(gcc.split()).startswith(
+        ">> build_error_one_compiler: mm/page_alloc.o does not build with gcc-12 (clang-19 builds it): "
+        "mm/page_alloc.c:")
+    assert "error: function 'sizewatch_sum' can never be inlined because it uses variable argument lists" in flat
+    assert " ".join(clang.split()).startswith(
+        ">> always_inline_copy: __always_inline sizewatch_sum has an out-of-line copy sizewatch_sum")
+    assert "gcc-12 build errors (mm/page_alloc.o):" in text
+    assert "bloat-o-meter, clang-19, mm/page_alloc.o" in text and "bloat-o-meter, gcc-12" not in text
+    sha = text.split("commit:        ")[1].split()[0]
+    rep = subprocess.run([*sizewatch_cmd(), "report", sha, "--toolchains", "clang-19", "--db", str(scenario["db"])],
+                         capture_output=True, text=True, timeout=120)
+    table = rep.stdout.split("--- clang-19 ")[1].split("\n", 1)[1].split("findings:")[0]
+    assert "sizewatch_sum" in table and table.rstrip("\n") in text          # the real table of the real build
+    reasons = text.split("The compilers' reasons:")[1]
+    assert "sizewatch_sum: it should never be inlined" in " ".join(reasons.split())
 
 
 @pytest.mark.kernel
@@ -277,6 +305,9 @@ def test_patchwork_checks(scenario):
         assert c["target_url"].startswith("http://127.0.0.1:5000/commit/")
         assert "gcc-12:" in c["description"] and "clang-19:" in c["description"]
     assert checks[JOSE_ID]["state"] == "fail" and "does not apply" in checks[JOSE_ID]["description"]
+    va = checks[botlist.VARARGS_ID]
+    assert va["state"] == "fail" and "build error one compiler" in va["description"]
+    assert "always inline copy" in va["description"]
     assert checks[JOSE_ID]["target_url"].startswith("http://127.0.0.1:5000/series/")
     assert set(checks) >= {p1, p2, JOSE_ID, *(parse(r)["Message-ID"] for r in botlist.series_v2()[1:])}
 
@@ -503,3 +534,22 @@ def test_bad_input_is_one_line(quick, tmp_path):
     assert proc.returncode == 1 and "another sizewatch bot is running" in proc.stderr
     ok(run_bot(*q["args"], db=q["db"]))
     assert len(q["server"].wait(1)) == 1
+
+
+def test_base_commit_not_in_the_tree_falls_back_to_the_configured_base(quick):
+    q = quick
+    md = q["tmp"] / "list4"
+    unknown = botlist.not_applying(msgid="<far-1@example.org>").replace(
+        f"base-commit: {botlist.BASE}".encode(), b"base-commit: 0123456789abcdef0123456789abcdef01234567")
+    none = botlist.not_applying(msgid="<none-1@example.org>", name="Other Dev", addr="other@example.org").replace(
+        f"\nbase-commit: {botlist.BASE}\n".encode(), b"\n")
+    deliver(md, unknown, none)
+    cfg = bot_config(q["tmp"] / "base.toml", q["server"].port, base=botlist.BASE[:12])
+    proc = ok(run_bot("--maildir", md, "--once", "--dry-run", "--config", cfg, db=q["db"]))
+    mails = {parse(chunk.split("\n", 1)[1].encode())["In-Reply-To"]: parse(chunk.split("\n", 1)[1].encode())
+             for chunk in proc.stdout.split("\nFrom sizewatch-bot@example.org ") if chunk.strip()}
+    far = " ".join(mails["<far-1@example.org>"].get_content().split())
+    assert f"base: {botlist.BASE} (base-commit: 0123456789ab is not in the tree; the bot's base " \
+           f"{botlist.BASE[:12]})" in far
+    plain = " ".join(mails["<none-1@example.org>"].get_content().split())
+    assert f"base: {botlist.BASE} (no base-commit: in the series; the bot's base {botlist.BASE[:12]})" in plain

@@ -292,3 +292,57 @@ def test_smtp_with_starttls_and_login(tmp_path, monkeypatch):
     with pytest.raises(SendError, match="connection refused"):
         SmtpTransport(SmtpSettings(host="127.0.0.1", port=server.port, starttls=False, timeout=5)).send(
             _mail(), botlist.BOT)
+
+
+# --- verdicts --------------------------------------------------------------------------------------
+
+def _tc(name: str, status: str = "ok", base: str | None = "ok", net: int = 0, findings=(), errors=()):
+    from analyzer.bloat import Comparison, Row
+    from db.models import FindingRow
+    from db.reports import ToolchainReport
+    tables = [Comparison("Function", 0, 0, 1, 0, max(net, 0), max(-net, 0), [Row("f", 100, 100 + net, net)],
+                         10_000, 10_000 + net)] if status == "ok" and base == "ok" else []
+    rows = [FindingRow(k, fn, "", f"{k} {fn}", {"details": {"reasons": [r]} if r else {}}, b)
+            for k, fn, b, r in findings]
+    return ToolchainReport(name, f"{name} 1.0", "mm/page_alloc.o", "k", status, 1, 0 if base else None, base,
+                           tables, rows, list(errors))
+
+
+def test_verdicts_follow_the_rules():
+    from ci.policy import ReportRules
+    from ci.verdict import finding_set, series_findings
+    from db.models import Commit, Series
+    from db.reports import PatchReport, SeriesReport
+
+    def report(*tcs):
+        return SeriesReport(Series("t", "<m>"), [PatchReport(Commit("a" * 40, "b" * 40), 1, "s", "applied", "",
+                                                             list(tcs))])
+    rules = ReportRules(growth_bytes=100, growth_percent=2.0)
+    # a build gcc-12 breaks and clang-19 passes: under one compiler; both broken: build_error
+    one = series_findings(report(_tc("gcc-12", "failed", errors=["/x/worktrees/gcc-12-k/mm/a.c:1:2: error: no"]),
+                                 _tc("clang-19")), rules)
+    assert [(r.kind, r.toolchain) for r in one] == [("build_error_one_compiler", "gcc-12")]
+    assert one[0].message == "mm/page_alloc.o does not build with gcc-12 (clang-19 builds it): mm/a.c:1:2: error: no"
+    both = series_findings(report(_tc("gcc-12", "failed"), _tc("clang-19", "failed")), rules)
+    assert {r.kind for r in both} == {"build_error"}
+    assert series_findings(report(_tc("gcc-12", "failed", base="failed"), _tc("clang-19")), rules) == []
+    # growth: over N bytes or over P percent; at or under both, nothing
+    assert [r.kind for r in series_findings(report(_tc("gcc-12", net=150)), rules)] == ["growth"]
+    assert series_findings(report(_tc("gcc-12", net=100)), rules) == []
+    assert [r.kind for r in series_findings(report(_tc("gcc-12", net=150)), ReportRules(growth_percent=1.0))] \
+        == ["growth"]
+    assert series_findings(report(_tc("gcc-12", net=150)), ReportRules(growth_percent=2.0)) == []
+    # findings: changes against the parent and this build's own, as switched on; carried ones never
+    finds = [("boundary_crossing", "get_page_from_freelist", 7, None), ("pushed_out_of_line", "x", 7, "why"),
+             ("always_inline_copy", "y", None, "never"), ("hot_not_inlined", "z", None, "cost")]
+    got = series_findings(report(_tc("gcc-12", findings=finds)), ReportRules())
+    assert [r.kind for r in got] == ["always_inline_copy", "hot_not_inlined", "boundary_crossing"]
+    assert got[0].reasons == ("never",)
+    quiet = ReportRules(boundary_crossing=False, always_inline_copy=False, pushed_out_of_line=True)
+    assert [r.kind for r in series_findings(report(_tc("gcc-12", findings=finds)), quiet)] == \
+        ["hot_not_inlined", "pushed_out_of_line"]
+    carried = _tc("gcc-12", findings=[("always_inline_copy", "y", None, None)])
+    carried.findings[0].data["_carried"] = True                   # the parent build has it too
+    assert series_findings(report(carried), ReportRules()) == []
+    # the finding set is order-free and changes with the findings
+    assert finding_set(got) == finding_set(list(reversed(got))) != finding_set(got[:1])
