@@ -8,6 +8,7 @@ the config or ``$SIZEWATCH_SMTP_PASSWORD`` only, never from the command line (wh
 """
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
@@ -101,9 +102,9 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
             failed = False
             while True:
                 res = bot.poll(source)
-                for m in res.dry_run:
+                for m in res.dry_run:                        # an mbox on stdout (mboxo: body "From " quoted)
                     click.echo(f"From {policy.address} Thu Jan  1 00:00:00 1970")
-                    click.echo(m.raw.decode("utf-8", "replace"))
+                    click.echo(re.sub(r"(?m)^From ", ">From ", m.raw.decode("utf-8", "replace")))
                 click.echo(f"sizewatch: {res.summary()}", err=True)
                 for e in res.errors:
                     click.echo(f"sizewatch: {e}", err=True)

@@ -553,3 +553,21 @@ def test_base_commit_not_in_the_tree_falls_back_to_the_configured_base(quick):
            f"{botlist.BASE[:12]})" in far
     plain = " ".join(mails["<none-1@example.org>"].get_content().split())
     assert f"base: {botlist.BASE} (no base-commit: in the series; the bot's base {botlist.BASE[:12]})" in plain
+
+
+def test_polling_service_picks_up_new_mail_and_stops_on_sigterm(quick):
+    q = quick
+    p = subprocess.Popen([*sizewatch_cmd(), "bot", "--maildir", str(q["md"]), "--interval", "1s", "--config",
+                          str(q["cfg"]), "--db", str(q["db"])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert len(q["server"].wait(1, timeout=60)) == 1              # the first poll
+        deliver(q["md"], botlist.not_applying(msgid="<later-1@example.org>", name="Late Dev",
+                                              addr="late@example.org", charset="us-ascii"))
+        got = q["server"].wait(2, timeout=60)                         # a later poll, same process
+        assert got[-1].message["In-Reply-To"] == "<later-1@example.org>"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and "Traceback" not in err
+    assert err.count("sizewatch: bot: read") >= 2
