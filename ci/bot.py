@@ -192,7 +192,9 @@ class Bot:
             have = {m.message_id for m in msgs}
             msgs += [m for m in new if m.kind in ("patch", "cover") and m.message_id not in have]
         timeout = timedelta(0) if source.immediate else self.policy.incomplete_timeout
-        asm: Assembly = assemble(msgs, self.store.bot_series_list(), now, timeout)
+        # stored series matter only for supersede checks, which are per sender
+        known = self.store.bot_series_list(senders={m.from_addr.lower() for m in msgs}) if msgs else []
+        asm: Assembly = assemble(msgs, known, now, timeout)
         for old, by in asm.superseded_known:
             if not self.dry:
                 res.dropped += self.store.bot_supersede(old, by)

@@ -144,7 +144,9 @@ class BotStore(ABC):
     def bot_messages(self, message_ids: Iterable[str]) -> list[BotMessage]: ...
 
     @abstractmethod
-    def bot_series_list(self, states: Iterable[str] | None = None) -> list[BotSeries]: ...
+    def bot_series_list(self, states: Iterable[str] | None = None,
+                        senders: Iterable[str] | None = None) -> list[BotSeries]:
+        """Series (with their message ids), optionally only in these states / from these senders."""
 
     @abstractmethod
     def bot_get_series(self, key: str) -> BotSeries | None: ...
@@ -261,16 +263,22 @@ class SqliteBotStore(BotStore):
         return [_msg(r) for r in rows]
 
     @_reads
-    def bot_series_list(self, states: Iterable[str] | None = None) -> list[BotSeries]:
-        q, args = f"SELECT {_SERIES_COLS} FROM bot_series", []
+    def bot_series_list(self, states: Iterable[str] | None = None,
+                        senders: Iterable[str] | None = None) -> list[BotSeries]:
+        q, where, args = f"SELECT {_SERIES_COLS} FROM bot_series", [], []
         if states is not None:
-            st = list(states)
-            q += f" WHERE state IN ({','.join('?' * len(st))})"
-            args = st
+            where.append("state IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(states)))
+        if senders is not None:
+            where.append("sender IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(sorted({s.lower() for s in senders})))
+        if where:
+            q += " WHERE " + " AND ".join(where)
         out = [BotSeries(*r) for r in self._conn().execute(q + " ORDER BY first_seen, key", args)]
         members: dict[str, list[str]] = {}
-        for mid, key in self._conn().execute("SELECT message_id, series_key FROM bot_messages "
-                                             "WHERE series_key IS NOT NULL ORDER BY position, rowid"):
+        for mid, key in self._conn().execute(
+                "SELECT message_id, series_key FROM bot_messages WHERE series_key IN (SELECT value FROM json_each(?)) "
+                "ORDER BY position, rowid", (json.dumps([s.key for s in out]),)):
             members.setdefault(key, []).append(mid)
         for s in out:
             s.message_ids = members.get(s.key, [])
