@@ -36,7 +36,7 @@ from typing import Callable, Iterator
 from analyzer.errors import InputError
 from ci import pipeline, verdict
 from ci.assemble import Assembly, PostedSeries, assemble
-from ci.mailbox import check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
+from ci.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
 from ci.outgoing import SendError, Transport
 from ci.patchwork import patch_check, write_check
 from ci.policy import Policy
@@ -300,7 +300,7 @@ class Bot:
         tmp.unlink(missing_ok=True)
         box = mailbox.mbox(str(tmp), create=True)
         for m in s.messages:
-            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + m.raw)
+            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + am_ready(m.raw))
         box.flush()
         box.close()
         os.replace(tmp, path)

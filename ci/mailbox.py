@@ -146,6 +146,21 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
     return m
 
 
+def am_ready(raw: bytes) -> bytes:
+    """A patch whose body was sent base64 or quoted-printable, re-written as plain 8-bit UTF-8: git am
+    decodes either, but the series reader finds patches by their diff in the raw text."""
+    try:
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        cte = str(msg.get("Content-Transfer-Encoding", "")).strip().lower()
+        if msg.is_multipart() or cte not in ("base64", "quoted-printable"):
+            return raw
+        text = msg.get_content()
+        msg.set_content(text, charset="utf-8", cte="8bit")
+        return msg.as_bytes(policy=email.policy.default.clone(linesep="\n", max_line_length=0))
+    except (LookupError, ValueError, TypeError, UnicodeError):
+        return raw
+
+
 def check_maildir(path: Path) -> None:
     if not path.is_dir():
         raise InputError(f"{path}: no such maildir")

@@ -64,6 +64,26 @@ def test_parse_non_utf8_and_malformed():
     assert own.kind == "own"
 
 
+def test_a_base64_patch_is_found_and_made_ready_for_git_am(tmp_path):
+    import base64
+    from ci.mailbox import am_ready
+    from ci.series import read_mbox as read_series
+    plain = botlist.not_applying()
+    head, _, text = plain.partition(b"\n\n")
+    raw = head.replace(b"Content-Transfer-Encoding: 8bit", b"Content-Transfer-Encoding: base64") + b"\n\n" + \
+        base64.encodebytes(text)
+    assert b"diff --git" not in raw
+    (m,) = parsed(raw)
+    assert m.kind == "patch" and m.from_name == "José Müller" and m.base_commit == botlist.BASE
+    ready = am_ready(raw)
+    assert b"\ndiff --git a/mm/page_alloc.c" in ready and "Tidy up the comment".encode() in ready
+    box = tmp_path / "s.mbox"
+    box.write_bytes(b"From x Thu Jan  1 00:00:00 1970\n" + ready)
+    (p,) = read_series(box).patches
+    assert p.subject == "[PATCH] mm/page_alloc: tidy __rmqueue_smallest()" and "José" in p.author
+    assert am_ready(plain) == plain
+
+
 def test_read_maildir_and_mbox(tmp_path):
     md = tmp_path / "md"
     botlist.deliver(md, *botlist.series_v1())
