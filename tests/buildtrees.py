@@ -31,23 +31,27 @@ def fake_tree(dest: Path) -> tuple[Path, str]:
 
 
 def commit_on(tree: Path, parent: str, changes: dict[str, str | None], message: str,
-              scratch: Path) -> str:
-    """A new commit on ``parent`` with files replaced (None: deleted), made in a scratch worktree
-    so the tree's own checkout is never touched; returns its sha."""
-    if not (scratch / ".git").exists():
-        git(tree, "worktree", "add", "-q", "--detach", str(scratch), parent)
-    else:
-        git(scratch, "checkout", "-q", "--detach", "--force", parent)
-    for path, text in changes.items():
-        p = scratch / path
-        if text is None:
-            p.unlink()
-        else:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
-    git(scratch, "add", "-A", *changes.keys())
-    git(scratch, "commit", "-q", "-m", message)
-    return git(scratch, "rev-parse", "HEAD")
+              scratch: Path | None = None) -> str:
+    """A new commit on ``parent`` with files replaced (None: deleted), made with git plumbing in a
+    temporary index: no checkout (cheap on the 78k-file kernel tree), the tree's own checkout and
+    index untouched. Returns its sha (the same every time: dates and names are pinned)."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, **GIT_ENV, "GIT_INDEX_FILE": f"{tmp}/index"}
+
+        def g(*args: str, stdin: str | None = None) -> str:
+            return subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True, text=True,
+                                  env=env, input=stdin).stdout.strip()
+        g("read-tree", parent)
+        for path, text in changes.items():
+            if text is None:
+                g("update-index", "--force-remove", "--", path)
+            else:
+                blob = g("hash-object", "-w", "--stdin", stdin=text)
+                g("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+        tree_sha = g("write-tree")
+        return g("commit-tree", tree_sha, "-p", parent, "-m", message)
 
 
 def edit(tree: Path, commit: str, path: str, old: str, new: str) -> str:

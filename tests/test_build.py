@@ -390,3 +390,57 @@ def test_toolchains_install_goes_through_apt():
     assert p.returncode == 0, p.stderr
     assert "apt-get install -y -q --no-install-recommends gcc-12" in p.stderr
     assert p.stdout.split()[:2] == ["gcc-12", "installed"]
+
+
+def test_cmd_record_parsing():
+    from toolchains.cmdfile import parse, split_command
+    text = ("savedcmd_mm/x.o := gcc -Wp,-MMD,mm/.x.o.d -DA='\"a;b\"' -DH=$(pound)1 -DD=$$x -c -o mm/x.o /s/mm/x.c"
+            " ; ./tools/objtool/objtool --orc mm/x.o\n\nsource_mm/x.o := /s/mm/x.c\n\ndeps_mm/x.o := \\\n"
+            "    $(wildcard include/config/SMP) \\\n  /s/include/linux/a.h \\\n  include/generated/autoconf.h \\\n\n"
+            "mm/x.o: $(deps_mm/x.o)\n\n$(deps_mm/x.o):\n\nmm/x.o: $(wildcard ./tools/objtool/objtool)\n")
+    rec = parse(text, "mm/x.o")
+    assert rec.source == "/s/mm/x.c" and rec.depfile() == "mm/.x.o.d"
+    assert rec.deps == ("/s/include/linux/a.h", "include/generated/autoconf.h")
+    assert rec.config_deps == ("include/config/SMP",)
+    assert rec.objtool_line == "mm/x.o: $(wildcard ./tools/objtool/objtool)"
+    assert rec.compile_part.endswith("-DH=#1 -DD=$x -c -o mm/x.o /s/mm/x.c") and "'\"a;b\"'" in rec.compile_part
+    assert rec.post_part == "./tools/objtool/objtool --orc mm/x.o"
+    assert rec.source_deps(Path("/s")) == {"mm/x.c", "include/linux/a.h"}
+    assert rec.source_deps(Path("/elsewhere")) is None
+    assert split_command("a 'x;y' ; b") == ("a 'x;y'", "b")
+
+
+@pytest.mark.parametrize("path,blocks", [
+    ("Makefile", True), ("mm/Makefile", True), ("mm/Kconfig", True), ("arch/x86/Kconfig.cpu", True),
+    ("scripts/Makefile.build", True), ("scripts/basic/fixdep.c", True), ("tools/objtool/check.c", True),
+    ("include/linux/mmzone.h", True), ("mm/internal.h", True), ("arch/x86/include/asm/page.h", True),
+    ("arch/x86/entry/syscalls/syscall_64.tbl", True), ("kernel/bounds.c", True),
+    ("arch/x86/kernel/asm-offsets_64.c", True), ("arch/x86/configs/x86_64_defconfig", True),
+    ("kernel/configs/tiny.config", True), ("arch/x86/kernel/vmlinux.lds.S", True),
+    ("mm/page_alloc.c", False), ("mm/slub.c", False), ("Documentation/mm/index.rst", False),
+    ("drivers/net/loopback.c", False), ("MAINTAINERS", False),
+])
+def test_which_changes_forbid_a_replay(path, blocks):
+    from toolchains.replay import BUILD_INPUT
+    assert bool(BUILD_INPUT.search(path)) is blocks
+
+
+def test_sandbox_command_line(tmp_path):
+    from toolchains.sandbox import Sandbox
+    bd, wt, tree = tmp_path / "cache/build/x", tmp_path / "cache/worktrees/x", tmp_path / "tree"
+    for d in (bd, wt, tree):
+        d.mkdir(parents=True)
+    sb = Sandbox(True, (bd,), (tree, wt), (Path("/tmp"), tmp_path / "cache"), "/usr/bin:/bin")
+    argv = sb.wrap(["make", "x"], bd)
+    assert argv[-3:] == ["--", "make", "x"]
+    for flag in ("--unshare-all", "--die-with-parent", "--clearenv"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    i_mask = argv.index(str((tmp_path / "cache").resolve()))
+    i_bind = argv.index("--bind")
+    assert argv[i_mask - 1] == "--tmpfs" and i_mask < i_bind and argv[i_bind + 1] == str(bd.resolve())
+    ro = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"]
+    assert ro == ["/", str(tree.resolve()), str(wt.resolve())]
+    env = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
+    assert env["PATH"] == "/usr/bin:/bin" and env["LC_ALL"] == "C" and not any("SMTP" in k for k in env)
+    assert Sandbox(False).wrap(["make"], bd) == ["make"]

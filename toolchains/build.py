@@ -34,6 +34,7 @@ from toolchains.locks import file_lock
 from toolchains.process import Limits, Outcome
 from toolchains.registry import Toolchain, load
 from toolchains.sandbox import Sandbox, default_masks, enabled_by_default
+from toolchains.sandbox import unavailable as sandbox_unavailable
 from toolchains.source import cache_dir
 from toolchains.targets import Target, collect, parse, remove_partial
 from toolchains.worktree import ensure_worktree
@@ -204,6 +205,9 @@ def sandbox_for(lay: Layout, tc: Toolchain, options: BuildOptions) -> Sandbox:
         readable.append(bindir)
     if not options.sandbox:
         return Sandbox(False, path=path, env_extra=tuple(env))
+    why = sandbox_unavailable()
+    if why:
+        raise BuildError(f"{why}; for trusted trees only: --no-sandbox or SIZEWATCH_SANDBOX=0")
     return Sandbox(True, tuple(writable), tuple(readable), tuple(default_masks(lay.cache)), path, tuple(env))
 
 
@@ -341,12 +345,13 @@ class _Job:
         out = self.run(cmd)
         if out.status == "ok":
             buildstate.set_synced(bd, self.sha)
+        elif out.status in ("timeout", "killed"):
+            remove_partial(bd, since)
         results = []
         for t, d in todo:
             text = f"# {t.spec} at {self.sha}: make ({d.reason})\n{' '.join(cmd)}\n{out.output}"
             produced = (bd / t.output).exists() and (bd / t.output).stat().st_mtime >= since - 1
             if out.status in ("timeout", "killed"):
-                remove_partial(t, bd, since)
                 res = TargetResult(t.spec, t.kind, out.status, "kbuild", d.reason, log=self.write_log(t, text),
                                    errors=compiler_errors(out.stderr, out.status), seconds=out.seconds)
                 results.append(self.finish(t, res, persist=False))

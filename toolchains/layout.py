@@ -29,9 +29,9 @@ class Layout:
     @property
     def name(self) -> str:
         base = f"{self.toolchain}-{self.config.key}"
-        tree = self.tree.resolve()
-        if tree.parent == self.cache.resolve() and tree.name.startswith("linux-"):
+        if self.tree.parent.resolve() == self.cache.resolve() and self.tree.name.startswith("linux-"):
             return base
+        tree = self.tree.resolve()
         h = hashlib.sha256(str(tree).encode()).hexdigest()[:8]
         return f"{tree.name}-{h}-{base}"
 

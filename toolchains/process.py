@@ -71,6 +71,10 @@ def run(argv: list[str], cwd: Path, sandbox: Sandbox, limits: Limits, deadline: 
             out, err = proc.communicate()
             return Outcome("timeout", proc.returncode, out, err + f"\ntimed out after {timeout:.0f} s\n",
                            time.monotonic() - t0)
+        except BaseException:              # Ctrl-C and friends: the step has a session of its own
+            _kill(proc)
+            proc.wait()
+            raise
     finally:
         with _live_lock:
             _live.discard(proc)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,24 @@ from toolchains.errors import BuildError
 
 ENV_SWITCH = "SIZEWATCH_SANDBOX"
 ENV_MASK = "SIZEWATCH_SANDBOX_MASK"        # extra paths to hide, ':'-separated
+
+
+_probe: dict[str, str | None] = {}
+
+
+def unavailable() -> str | None:
+    """Why bubblewrap cannot sandbox builds on this machine (None when it can); probed once."""
+    if "result" not in _probe:
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            _probe["result"] = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+        else:
+            proc = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
+                                   "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"],
+                                  capture_output=True, text=True)
+            err = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            _probe["result"] = None if proc.returncode == 0 else f"bubblewrap cannot sandbox builds here ({err})"
+    return _probe["result"]
 
 
 def enabled_by_default() -> bool:
@@ -71,11 +90,10 @@ class Sandbox:
     def wrap(self, argv: list[str], cwd: Path) -> list[str]:
         if not self.enabled:
             return list(argv)
-        bwrap = shutil.which("bwrap")
-        if bwrap is None:
-            raise BuildError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
-                             "or build with --no-sandbox / SIZEWATCH_SANDBOX=0 (trusted trees only)")
-        out = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        why = unavailable()
+        if why:
+            raise BuildError(f"{why}; builds of trusted trees only: --no-sandbox or SIZEWATCH_SANDBOX=0")
+        out = [str(shutil.which("bwrap")), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for m in self.masked:
             m = Path(m)

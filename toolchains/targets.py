@@ -83,21 +83,20 @@ def collect(target: Target, build_dir: Path, dest_root: Path) -> Path:
     return atomic_copy(src, dest)
 
 
-def remove_partial(target: Target, build_dir: Path, since: float) -> list[Path]:
-    """After a killed build: delete outputs written since ``since`` (a truncated object must not
-    look up to date to the next make). Returns what was removed."""
-    top = build_dir / target.directory if target.directory else build_dir
+def remove_partial(build_dir: Path, since: float) -> list[Path]:
+    """After a killed make: delete build outputs written since ``since`` anywhere in the build dir
+    (the target's objects, but also prepare-stage files like kernel/bounds.s): a truncated file
+    must not look up to date to the next make. Returns what was removed."""
     gone: list[Path] = []
-    if target.kind == "object":
-        candidates = [build_dir / target.spec]
-    else:
-        candidates = [Path(d) / f for d, _, files in os.walk(top) for f in files
-                      if f.endswith(OUTPUT_SUFFIXES) or f.startswith("vmlinux")]
-    for p in candidates:
-        try:
-            if p.stat().st_mtime >= since:
-                p.unlink()
-                gone.append(p)
-        except FileNotFoundError:
-            pass
+    for d, _, files in os.walk(build_dir):
+        for f in files:
+            if not (f.endswith(OUTPUT_SUFFIXES) or f.startswith("vmlinux")):
+                continue
+            p = Path(d) / f
+            try:
+                if p.stat().st_mtime >= since:
+                    p.unlink()
+                    gone.append(p)
+            except FileNotFoundError:
+                pass
     return gone

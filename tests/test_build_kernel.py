@@ -1,0 +1,280 @@
+"""The build layer on the real linux-6.1 tree with real compilers: replay byte-identical to kbuild,
+fallbacks to make, failures as results, limits, the sandbox, configs, targets, ccache, the CLI.
+
+Reuses the cached prepared build dirs (gcc-12, clang-19, like the pipeline tests); results go
+to per-test directories so each test sees how its own builds were made. Extra commits are made
+on top of the example series with git plumbing (no checkout of the 78k-file tree).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from analyzer.elf import load_images
+from buildtrees import Listener, commit_on, edit, hostile_lines
+from toolchains.build import BuildOptions, build_commit, layout
+from toolchains.example import series_commits
+from toolchains.kbuild import Config, make_cmd, preset
+from toolchains.locks import file_lock
+from toolchains.matrix import build_matrix
+from toolchains.registry import load
+
+pytestmark = pytest.mark.kernel
+PA = "mm/page_alloc.o"
+RECURSIVE = """
+static __always_inline int sizewatch_depth(int n)
+{
+	return n > 1 ? sizewatch_depth(n - 1) * n + sizewatch_depth(n - 2) : 1;
+}
+
+int sizewatch_use_depth(int n);
+int sizewatch_use_depth(int n)
+{
+	return sizewatch_depth(n);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def series():
+    """(tree, [base, patch 1, patch 2]) of the example series on linux-6.1."""
+    return series_commits()
+
+
+def func_names(obj: Path) -> set[str]:
+    out = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
+    return {ln.split()[-1] for ln in out.splitlines() if len(ln.split()) == 3 and ln.split()[1] in "tT"}
+
+
+@pytest.mark.parametrize("tc", ["gcc-12", "clang-19"])
+def test_replay_is_byte_identical_to_kbuild(series, tmp_path, tc):
+    tree, (base, p1, _) = series
+    o = BuildOptions(out_root=tmp_path / "auto")
+    build_commit(tree, base, tc, [PA], options=o)
+    rep = build_commit(tree, p1, tc, [PA], options=o)
+    r = rep.targets[0]
+    assert (r.method, r.reason) == ("replay", "only mm/page_alloc.c changed among its inputs"), r
+    record = (rep.build_dir / "mm/.page_alloc.o.cmd").read_text()
+    # kbuild accepts the replayed object and record: make has nothing to do
+    before = (rep.build_dir / PA).stat().st_mtime_ns
+    lay = layout(tree, tc, Config(), o)
+    with file_lock(lay.worktree_lock), file_lock(lay.lock):
+        subprocess.run(make_cmd(rep.worktree, rep.build_dir, load(tc), Config(), PA, jobs=2), check=True,
+                       capture_output=True)
+    assert (rep.build_dir / PA).stat().st_mtime_ns == before
+    made = build_commit(tree, p1, tc, [PA], options=replace(o, mode="kbuild", reports=False, use_cache=False,
+                                                             out_root=tmp_path / "kbuild"))
+    assert made.targets[0].method == "kbuild"
+    assert made.targets[0].path.read_bytes() == r.path.read_bytes()       # inline report flags on: same bytes
+    assert (made.build_dir / "mm/.page_alloc.o.cmd").read_text() == record
+    plain = build_commit(tree, p1, tc, [PA], options=replace(o, mode="replay", reports=False, use_cache=False,
+                                                              out_root=tmp_path / "plain"))
+    assert plain.targets[0].method == "replay" and plain.targets[0].report is None
+    assert plain.targets[0].path.read_bytes() == r.path.read_bytes()
+    # the inline report came from that same compile: patch 1 leaves __rmqueue_smallest out of line
+    from analyzer.remarks import MISSED, read_remarks
+    missed = [x for x in read_remarks(r.report) if x.callee == "__rmqueue_smallest" and x.decision == MISSED]
+    assert missed and all(x.compiler == tc.split("-")[0] for x in missed)
+    assert "__rmqueue_smallest" in func_names(r.path)
+
+
+def test_what_changed_decides_how(series, tmp_path):
+    tree, (base, p1, _) = series
+    o = BuildOptions(out_root=tmp_path, reports=False)
+    hdr = commit_on(tree, p1, {"mm/internal.h": edit(tree, p1, "mm/internal.h", "#define __MM_INTERNAL_H\n",
+                                                     "#define __MM_INTERNAL_H\n/* sizewatch test */\n")}, "mm: header")
+    doc = commit_on(tree, hdr, {"Documentation/mm/index.rst": edit(tree, p1, "Documentation/mm/index.rst", "\n",
+                                                                   "\n\n")}, "doc: touch")
+    mk = commit_on(tree, doc, {"mm/Makefile": edit(tree, p1, "mm/Makefile", "\n", "\n# sizewatch test\n")}, "mm: Makefile")
+    got = {}
+    build_commit(tree, p1, "gcc-12", [PA], options=o)
+    for name, sha in (("hdr", hdr), ("doc", doc), ("mk", mk)):
+        b = build_commit(tree, sha, "gcc-12", [PA], options=o)
+        assert b.status == "ok", b.errors
+        got[name] = (b.targets[0].method, b.targets[0].reason, b.targets[0].path.read_bytes())
+    assert got["hdr"][:2] == ("kbuild", "mm/internal.h changed (an input of the object)")
+    assert got["doc"][:2] == ("reused", f"no input changed since {hdr[:12]}")
+    assert got["doc"][2] == got["hdr"][2]
+    assert got["mk"][:2] == ("kbuild", "mm/Makefile changed (build system)")
+    # an object the build dir has never compiled goes through make
+    lay = layout(tree, "gcc-12", Config(), o)
+    with file_lock(lay.worktree_lock), file_lock(lay.lock):
+        for f in ("mm/.mmzone.o.cmd", "mm/.mmzone.o.sizewatch", "mm/mmzone.o"):
+            (lay.build_dir / f).unlink(missing_ok=True)
+    b = build_commit(tree, mk, "gcc-12", [PA, "mm/mmzone.o"], options=o)
+    assert [(t.method, t.reason) for t in b.targets] == [
+        ("cached", "built before (kbuild)"), ("kbuild", "no earlier build of mm/mmzone.o in this build dir")]
+
+
+def test_always_inline_failure_is_a_result(series, tmp_path):
+    tree, (_, _, p2) = series
+    bad = commit_on(tree, p2, {"mm/page_alloc.c": edit(tree, p2, "mm/page_alloc.c", "\n", "\n") + RECURSIVE},
+                    "mm: a recursive __always_inline helper")
+    builds = build_matrix(tree, [p2, bad], ["gcc-12", "clang-19"], [PA], options=BuildOptions(out_root=tmp_path))
+    res = {(b.sha, b.toolchain): b for b in builds}
+    g = res[(bad, "gcc-12")]
+    assert g.status == "failed" and g.targets[0].path is None and g.targets[0].method == "replay"
+    assert any("error: inlining failed in call to 'always_inline' 'sizewatch_depth': recursive inlining" in e
+               for e in g.errors), g.errors
+    assert res[(bad, "clang-19")].status == "ok"
+    assert "sizewatch_depth" in func_names(res[(bad, "clang-19")].targets[0].path)    # clang: out of line
+    assert res[(p2, "gcc-12")].status == "ok" and res[(p2, "clang-19")].status == "ok"
+    assert "inlining failed" in g.targets[0].log.read_text()
+
+
+def test_time_out_and_memory_limit(series, tmp_path):
+    tree, (_, p1, _) = series
+    o = BuildOptions(out_root=tmp_path / "killed", mode="kbuild", reports=False, use_cache=False)
+    t0 = time.monotonic()
+    b = build_commit(tree, p1, "gcc-12", [PA], options=replace(o, timeout=2))
+    assert time.monotonic() - t0 < 20
+    assert b.status == "timeout" and b.targets[0].path is None
+    assert not (b.build_dir / PA).exists() and not (b.out_dir / PA).exists()
+    b = build_commit(tree, p1, "gcc-12", [PA], options=replace(o, memory=150 << 20))
+    assert b.status == "killed" and b.targets[0].path is None, b.targets[0]
+    assert b.errors[0].startswith("over the memory limit (150 MiB")
+    assert any("virtual memory exhausted" in e or "out of memory" in e for e in b.errors), b.errors
+    assert not (b.build_dir / PA).exists()
+    # the build dir is sound afterwards, and what it builds is what it built before
+    ok = build_commit(tree, p1, "gcc-12", [PA], options=BuildOptions(out_root=tmp_path / "ok", reports=False))
+    ref = build_commit(tree, p1, "gcc-12", [PA], options=BuildOptions(reports=False))
+    assert ok.status == "ok" and ok.targets[0].path.read_bytes() == ref.targets[0].path.read_bytes()
+
+
+def test_hostile_makefile_cannot_reach_out(series, tmp_path):
+    tree, (_, p1, _) = series
+    listener = Listener()
+    tag = uuid.uuid4().hex[:8]
+    outside = tmp_path / f"outside-{tag}"
+    in_home = Path.home() / f".sizewatch-hostile-{tag}"
+    in_tree = tree / ".git" / f"hostile-{tag}"
+    listing = f"{tmp_path}/listing-{tag}"
+    mk = edit(tree, p1, "mm/Makefile", "\n", "\n" + hostile_lines(listener.port, [outside, in_home, in_tree], listing))
+    hostile = commit_on(tree, p1, {"mm/Makefile": mk}, f"mm: hostile Makefile {tag}")
+    try:
+        b = build_commit(tree, hostile, "gcc-12", [PA], options=BuildOptions(out_root=tmp_path / "s", reports=False))
+        assert b.status == "ok" and b.targets[0].method == "kbuild"
+        time.sleep(0.5)
+        assert listener.connections == 0
+        for m in (outside, in_home, in_tree, Path(listing + ".env")):
+            assert not m.exists(), m
+        # control: without the sandbox the same commit does reach out (so the lines above do run)
+        b = build_commit(tree, hostile, "gcc-12", [PA],
+                         options=BuildOptions(out_root=tmp_path / "o", reports=False, sandbox=False, mode="kbuild"))
+        assert b.status == "ok"
+        time.sleep(0.5)
+        assert listener.connections >= 1 and outside.exists() and in_home.exists()
+    finally:
+        listener.close()
+        for m in (in_home, in_tree):
+            m.unlink(missing_ok=True)
+
+
+def test_tinyconfig(series, tmp_path):
+    tree, (base, _, _) = series
+    cfg = preset("tinyconfig")
+    b = build_commit(tree, base, "gcc-12", [PA], cfg, options=BuildOptions(out_root=tmp_path))
+    assert b.status == "ok", b.errors
+    text = (b.build_dir / ".config").read_text()
+    for line in ("CONFIG_64BIT=y", "CONFIG_DEBUG_INFO_DWARF5=y", "# CONFIG_SMP is not set"):
+        assert line in text.splitlines(), line
+    assert len(load_images(b.targets[0].path)) == 1
+    from elftools.elf.elffile import ELFFile
+    with open(b.targets[0].path, "rb") as f:
+        elf = ELFFile(f)
+        assert elf.elfclass == 64
+        cu = next(elf.get_dwarf_info().iter_CUs())
+        assert cu.header["version"] == 5
+    assert b.build_dir.name == f"gcc-12-{cfg.key}" and cfg.key.startswith("tinyconfig-")
+
+
+def test_directory_target(series, tmp_path, sizediff):
+    tree, (base, p1, _) = series
+    builds = build_matrix(tree, [base, p1], ["gcc-12"], ["lib/math/"], options=BuildOptions(out_root=tmp_path))
+    for b in builds:
+        (t,) = b.targets
+        assert t.ok and t.path == b.out_dir / "lib/math/built-in.a" and t.method == "kbuild"
+        for member in ("gcd.o", "lcm.o", "int_sqrt.o", "rational.o"):
+            assert (b.out_dir / "lib/math" / member).exists(), member
+    d = sizediff(builds[0].targets[0].path, builds[1].targets[0].path)
+    assert d.returncode == 0 and b"int_sqrt" not in d.stdout and b"Total: Before=" in d.stdout
+    from analyzer.bloat import read_symbols
+    assert read_symbols(builds[1].targets[0].path)
+
+
+def test_ccache_gives_the_same_objects(series, tmp_path):
+    tree, (_, p1, _) = series
+    o = BuildOptions(out_root=tmp_path / "c1", ccache=True, mode="kbuild", reports=False, use_cache=False)
+    first = build_commit(tree, p1, "gcc-12", [PA], options=o)
+    second = build_commit(tree, p1, "gcc-12", [PA], options=replace(o, out_root=tmp_path / "c2"))
+    ref = build_commit(tree, p1, "gcc-12", [PA], options=BuildOptions(reports=False))
+    assert first.status == second.status == "ok"
+    assert first.targets[0].path.read_bytes() == ref.targets[0].path.read_bytes()
+    assert second.targets[0].path.read_bytes() == ref.targets[0].path.read_bytes()
+    store = layout(tree, "gcc-12", Config(), o).ccache_dir / "store"
+    stats = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True,
+                           env={**os.environ, "CCACHE_DIR": str(store)}).stdout
+    got = dict(line.split("\t") for line in stats.splitlines() if "\t" in line)
+    assert int(got.get("direct_cache_hit", 0)) + int(got.get("preprocessed_cache_hit", 0)) >= 1, stats
+    assert second.targets[0].seconds < first.targets[0].seconds or int(got.get("direct_cache_hit", 0)) >= 2
+
+
+def sizewatch(*args) -> subprocess.CompletedProcess:
+    exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+    return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=900)
+
+
+def test_cli_build_on_the_example_series(series, example_series):
+    tree, (base, p1, p2) = series
+    for tc in ("gcc-12", "clang-19"):
+        example_series(tc)                    # built once per run (conftest): the CLI finds them kept
+    p = sizewatch("build", "--commits", f"{base}..{p2}", "--toolchains", "gcc-12,clang-19", "--targets", PA)
+    assert p.returncode == 0, p.stderr
+    heads = [ln for ln in p.stdout.splitlines() if ln and not ln.startswith(" ")]
+    assert [h.split()[:2] for h in heads] == [[tc, sha[:12]] for sha in (base, p1, p2) for tc in ("gcc-12", "clang-19")]
+    paths = [ln.split(None, 1) for ln in p.stdout.splitlines() if ln.startswith("    ")]
+    assert {k for k, _ in paths} == {"object", "report", "log"}
+    for _, path in paths:
+        assert Path(path).exists(), path
+    for tc, objs in (("gcc-12", example_series("gcc-12")), ("clang-19", example_series("clang-19"))):
+        for o in objs:
+            assert f"    object  {o.object_path}" in p.stdout
+
+
+@pytest.mark.slow
+def test_example_series_under_the_installed_matrix(series, tmp_path):
+    """The seed's experiment under every installed compiler of the default matrix: patch 1 pushes
+    __rmqueue_smallest out of line, patch 2 (__always_inline) brings it back in."""
+    tree, shas = series
+    matrix = [t for t in ("gcc-11", "gcc-12", "clang-14", "clang-16", "clang-19") if load(t).installed]
+    assert len(matrix) == 5, "scripts/install.sh installs the five"
+    builds = build_matrix(tree, shas, matrix, [PA], options=BuildOptions(out_root=tmp_path))
+    assert len(builds) == 15 and all(b.status == "ok" for b in builds), [b.summary() for b in builds if b.status != "ok"]
+    by = {(b.sha, b.toolchain): b.targets[0] for b in builds}
+    for tc in matrix:
+        assert by[(shas[1], tc)].method == by[(shas[2], tc)].method == "replay"
+        assert "__rmqueue_smallest" in func_names(by[(shas[1], tc)].path), tc
+        assert "__rmqueue_smallest" not in func_names(by[(shas[2], tc)].path), tc
+        assert "__rmqueue_smallest" in by[(shas[1], tc)].report.read_text(), tc
+        assert by[(shas[1], tc)].path.read_bytes() != by[(shas[0], tc)].path.read_bytes()
+
+
+@pytest.mark.slow
+def test_tinyconfig_vmlinux(series, tmp_path):
+    tree, (base, _, _) = series
+    b = build_commit(tree, base, "gcc-12", ["vmlinux"], preset("tinyconfig"),
+                     options=BuildOptions(out_root=tmp_path, timeout=1800))
+    assert b.status == "ok", b.errors
+    v = b.targets[0].path
+    assert v == b.out_dir / "vmlinux" and v.stat().st_size > 1_000_000
+    names = func_names(v)
+    assert "start_kernel" in names and "__alloc_pages" in names
