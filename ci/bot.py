@@ -166,11 +166,12 @@ class Bot:
 
     # --- 2: reading -----------------------------------------------------------------------------
     def ingest(self, source: Source, now: datetime, res: PollResult) -> list[BotMessage]:
-        known = self.store.bot_known_keys(source.label)
+        label, stamp = source.label, _iso(now)
+        known = self.store.bot_known_keys(label)
         parsed: dict[str, BotMessage] = {}
         for key, raw in source.read(known):
             res.read += 1
-            m = parse_mail(raw, source.label, key, _iso(now), (self.policy.address,))
+            m = parse_mail(raw, label, key, stamp, (self.policy.address,))
             res.kinds[m.kind] = res.kinds.get(m.kind, 0) + 1
             if m.kind == "malformed":
                 self.log(f"bot: skipping a malformed message ({m.note}) in {source.path}")

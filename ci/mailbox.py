@@ -9,12 +9,13 @@ records it once and moves on.
 from __future__ import annotations
 
 import email
+import email.errors
 import email.policy
 import hashlib
 import mailbox
 import re
 from email.header import decode_header, make_header
-from email.message import EmailMessage, Message
+from email.message import Message
 from email.utils import getaddresses
 from pathlib import Path
 from typing import Iterator
@@ -53,38 +54,50 @@ def _clean(text: str) -> str:
         return data.decode("latin-1")
 
 
-def _header(msg: Message, name: str) -> str:
-    """A header decoded to text, whatever the charset; '' when absent or undecodable."""
-    raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    if raw is None:
-        return ""
-    if any("\udc80" <= ch <= "\udcff" for ch in raw):     # undeclared 8-bit bytes: decode them ourselves
-        return " ".join(_clean(raw).split())
-    try:
-        v = msg.get(name)
-    except Exception:             # the default policy's parser can choke on broken structured headers
-        v = raw
-    try:
-        text = str(make_header(decode_header(str(v)))) if "=?" in str(v) else str(v)
-    except (LookupError, ValueError, UnicodeError):
-        text = str(v)
-    return " ".join(_clean(text).split())
+def _decode(value: str) -> str:
+    """A raw header value as text: RFC 2047 encoded words decoded, whatever the charset."""
+    v = _clean(value)
+    if "=?" in v:
+        try:
+            v = str(make_header(decode_header(v)))
+        except (LookupError, ValueError, UnicodeError, email.errors.HeaderParseError):
+            pass
+    return " ".join(v.split())
 
 
-def _addresses(msg: Message, name: str) -> list[str]:
+def _headers(msg: Message) -> dict[str, list[str]]:
+    """Raw header values by lower-case name. Read with the compat32 parser, as raw strings
+    (undeclared 8-bit bytes surrogate-escaped): the default policy's structured parse costs
+    several times as much, and the bot reads every message of a list."""
+    out: dict[str, list[str]] = {}
+    for k, v in msg.raw_items():
+        out.setdefault(k.lower(), []).append(str(v))
+    return out
+
+
+def _header(heads: dict[str, list[str]], name: str) -> str:
+    """A header decoded to text; '' when absent."""
+    got = heads.get(name.lower())
+    return _decode(got[0]) if got else ""
+
+
+def _addresses(heads: dict[str, list[str]], name: str) -> list[str]:
     out = []
-    for real, addr in getaddresses([_header(msg, name)]):
+    for real, addr in getaddresses([_clean(v) for v in heads.get(name.lower(), [])]):
         if "@" in addr:
+            real = _decode(real)
             out.append(f"{real} <{addr}>" if real else addr)
     return out
 
 
-def _body_text(msg: Message, raw: bytes) -> str:
+def _body_text(raw: bytes) -> str:
+    """The plain-text body (transfer encoding and charset undone); only patches need it."""
     try:
-        part = msg.get_body(("plain",)) if isinstance(msg, EmailMessage) else None
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        part = msg.get_body(("plain",))
         if part is not None:
             return part.get_content()
-    except (KeyError, LookupError, ValueError, AssertionError):
+    except (KeyError, LookupError, ValueError, AssertionError, TypeError):
         pass
     head, _, body = raw.partition(b"\n\n")
     return body.decode("utf-8", "replace")
@@ -98,18 +111,19 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
                own_addresses: tuple[str, ...] = ()) -> BotMessage:
     """One raw message as the bot sees it (never raises)."""
     try:
-        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        msg = email.message_from_bytes(raw, policy=email.policy.compat32)
     except Exception as e:                      # pragma: no cover - the parser is lenient
         return BotMessage(_malformed_id(raw), "malformed", note=f"cannot parse: {e}", source=source,
                           source_key=key, received_at=received_at)
-    mid = norm_id(_header(msg, "Message-ID"))
-    subject = _header(msg, "Subject")
-    froms = _addresses(msg, "From")
+    heads = _headers(msg)
+    mid = norm_id(_header(heads, "Message-ID"))
+    subject = _header(heads, "Subject")
+    froms = _addresses(heads, "From")
     m = BotMessage(mid or _malformed_id(raw), "other", subject, source=source, source_key=key,
-                   received_at=received_at, date=_header(msg, "Date"), list_id=_header(msg, "List-Id"),
-                   to=_addresses(msg, "To"), cc=_addresses(msg, "Cc"),
-                   in_reply_to=norm_id(_header(msg, "In-Reply-To")),
-                   references=_MSGID.findall(_header(msg, "References")))
+                   received_at=received_at, date=_header(heads, "Date"), list_id=_header(heads, "List-Id"),
+                   to=_addresses(heads, "To"), cc=_addresses(heads, "Cc"),
+                   in_reply_to=norm_id(_header(heads, "In-Reply-To")),
+                   references=_MSGID.findall(_header(heads, "References")))
     if froms:
         name, _, addr = froms[0].rpartition(" <")
         m.from_name, m.from_addr = (name, addr.rstrip(">")) if addr else ("", froms[0])
@@ -124,7 +138,7 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
         m.kind = "reply" if (_REPLY.match(subject) or m.in_reply_to) else "other"
         return m
     pos, total, ver = _tag(subject)
-    text = _body_text(msg, raw)
+    text = _body_text(raw)
     has_diff = _DIFF.search(text) is not None
     m.version, m.position, m.total = ver, pos, total
     if (pos is None) != (total is None) or (total is not None and (total < 1 or pos > total)):
