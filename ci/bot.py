@@ -38,11 +38,11 @@ from ci import pipeline, verdict
 from ci.assemble import Assembly, PostedSeries, assemble
 from ci.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
 from ci.outgoing import SendError, Transport
-from ci.patchwork import patch_check, write_check
+from ci.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.policy import Policy
 from ci.reply import (Outgoing, TestContext, compose, findings_body, incomplete_body, not_applied_body,
                       stable_message_id)
-from db.botstore import BotMail, BotMessage, BotSeries
+from db.botstore import FINAL_STATES, BotMail, BotMessage, BotSeries
 from db.reports import SeriesReport, series_report
 from db.store import Store
 from toolchains.errors import BuildError
@@ -202,6 +202,14 @@ class Bot:
             res.series[old] = "superseded"
             self.log(f"bot: {old} superseded by {by}")
         for s in asm.series:
+            done = self.store.bot_get_series(s.key)
+            if done is not None and done.state in FINAL_STATES:
+                # a late message of a finished series (its cover letter after the time-out, a resent
+                # patch): tied to it, never a new series
+                if not self.dry:
+                    self.store.bot_save_series(done, s.message_ids)
+                self.log(f"bot: {len(s.message_ids)} late message(s) for {s.key} ({done.state}), ignored")
+                continue
             try:
                 self.handle(s, now, res)
             except (BuildError, InputError) as e:
@@ -291,6 +299,10 @@ class Bot:
                                    _human(self.policy.incomplete_timeout), self.policy)
             mails.append(self._mail(s, items, head, body, now, None))
         self.decide(s, "incomplete", items, outcome, mails, res, note=items[0].message)
+        if self.checks_dir is not None and not self.dry:
+            why = f"not tested: {', '.join(f'{m}/{s.total}' for m in s.missing)} never arrived"
+            for p in s.patches:
+                write_check(self.checks_dir, Check(p.message_id, "warning", CONTEXT, why, self.policy.dashboard_url))
 
     def write_mbox(self, s: PostedSeries) -> Path:
         """The series as ``git am`` takes it (cover letter first), kept beside the store."""

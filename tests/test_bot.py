@@ -421,7 +421,7 @@ def test_incomplete_series_is_reported_once_after_the_time_out(quick):
     md = q["tmp"] / "list2"
     deliver(md, botlist.incomplete_first())
     cfg = bot_config(q["tmp"] / "t.toml", q["server"].port, incomplete_timeout="2s")
-    args = ("--maildir", md, "--once", "--config", cfg)
+    args = ("--maildir", md, "--once", "--config", cfg, "--checks", q["tmp"] / "checks")
     first = ok(run_bot(*args, db=q["db"]))
     assert "1 waiting" in first.stderr
     time.sleep(2.2)
@@ -434,6 +434,9 @@ def test_incomplete_series_is_reported_once_after_the_time_out(quick):
     ok(run_bot(*args, db=q["db"]))
     time.sleep(0.3)
     assert len(q["server"].messages()) == 1
+    (check,) = [json.loads(p.read_text()) for p in (q["tmp"] / "checks").glob("*.json")]
+    assert check["state"] == "warning" and check["msgid"] == original["Message-ID"]
+    assert check["description"] == "not tested: 2/3, 3/3 never arrived"
 
 
 def test_v1_and_v2_posted_together_only_v2_is_tested(quick):
@@ -571,3 +574,30 @@ def test_polling_service_picks_up_new_mail_and_stops_on_sigterm(quick):
         out, err = p.communicate(timeout=60)
     assert p.returncode == 0 and "Traceback" not in err
     assert err.count("sizewatch: bot: read") >= 2
+
+
+def test_a_cover_letter_arriving_after_the_series_was_handled_changes_nothing(quick):
+    q = quick
+    md = q["tmp"] / "list5"
+    cover_id = "<late-0@example.org>"
+    parts = [botlist.not_applying(msgid=f"<late-{i}@example.org>", subject=f"[PATCH {i}/2] mm: two steps, step {i}",
+                                  in_reply_to=cover_id) for i in (1, 2)]
+    deliver(md, *parts)
+    cfg = bot_config(q["tmp"] / "late.toml", q["server"].port, incomplete_timeout="2s")
+    args = ("--maildir", md, "--once", "--config", cfg)
+    assert "1 waiting" in ok(run_bot(*args, db=q["db"])).stderr        # the patches point at a cover letter
+    time.sleep(2.2)
+    ok(run_bot(*args, db=q["db"]))                                      # tested without it after the time-out
+    (got,) = q["server"].wait(1)
+    assert got.message["In-Reply-To"] == "<late-1@example.org>"
+    assert "patch 1/2 does not apply" in " ".join(got.message.get_content().split())
+    cover = (f"From: José Müller <jose@example.org>\nTo: {LIST}\nSubject: [PATCH 0/2] mm: two steps\n"
+             f"Message-Id: {cover_id}\nDate: Mon, 23 Nov 2026 10:14:00 +0100\n\nTwo steps.\n").encode()
+    deliver(md, cover)
+    late = ok(run_bot(*args, db=q["db"]))
+    assert "late message(s) for <late-0@example.org>|v1 (not_applied), ignored" in late.stderr
+    time.sleep(0.3)
+    assert len(q["server"].messages()) == 1
+    assert store_rows(q["db"], "SELECT state FROM bot_series") == [("not_applied",)]
+    assert store_rows(q["db"], "SELECT series_key FROM bot_messages WHERE message_id = ?", cover_id) == \
+        [("<late-0@example.org>|v1",)]
