@@ -1,11 +1,12 @@
 """Series from loose list messages, the way b4 assembles them.
 
-Patches and cover letters are grouped by thread within one sender and one ``vN``: a
-message joins the group of the message it replies to (git send-email threads patches
-under the cover letter, or under patch 1 without one); patches whose cover letter has
-not arrived share its Message-ID as their parent, so the group and its key stay the same
-when it does. Fully unthreaded series (``--no-thread``) are joined by sender, version
-and patch count. Replies are not patches (ci.mailbox classifies them) and never join.
+Patches and cover letters are grouped by thread within one ``vN``: a message joins the
+group of the patch or cover letter it replies to (git send-email threads patches under
+the cover letter, or under patch 1 without one; the author of a patch may differ from
+the sender). Patches whose parent has not arrived share its Message-ID (per sender) as
+their root, so the group and its key stay the same when it does. Fully unthreaded series
+(``--no-thread``, or a cover letter sent apart) are joined by sender and patch count.
+Replies are not patches (ci.mailbox classifies them) and never join.
 
 A group is ``ready`` with every patch 1..n present (and its cover letter, when the
 patches point at one, or once the time-out has passed without it); otherwise it

@@ -8,7 +8,6 @@ import email.policy
 import mailbox
 import ssl
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
