@@ -157,7 +157,7 @@ def assemble(messages: list[BotMessage], known: list[BotSeries], now: datetime,
         for members in groups.values():
             out.append(_series(members, version, by_id))
     for s in out:
-        _readiness(s, now, timeout)
+        readiness(s, now, timeout)
     superseded_known = _supersede(out, known)
     return Assembly(sorted(out, key=lambda s: (s.first_seen, s.key)), superseded_known)
 
@@ -221,7 +221,8 @@ def _series(members: list[BotMessage], version: int, by_id: dict[str, BotMessage
     return s
 
 
-def _readiness(s: PostedSeries, now: datetime, timeout: timedelta) -> None:
+def readiness(s: PostedSeries, now: datetime, timeout: timedelta) -> None:
+    """Set ``state`` and ``missing`` from the patches present and the time since the first arrived."""
     present = {m.position for m in s.patches}
     s.missing = [p for p in range(1, s.total + 1) if p not in present]
     timed_out = now - _when(s.first_seen) >= timeout

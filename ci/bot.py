@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 
 from analyzer.errors import InputError
 from ci import pipeline, verdict
-from ci.assemble import Assembly, PostedSeries, assemble
+from ci.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
 from ci.outgoing import SendError, Transport
 from ci.patchwork import CONTEXT, Check, patch_check, write_check
@@ -192,10 +192,14 @@ class Bot:
         if self.dry:                                   # nothing was recorded: add what was just read
             have = {m.message_id for m in msgs}
             msgs += [m for m in new if m.kind in ("patch", "cover") and m.message_id not in have]
-        timeout = timedelta(0) if source.immediate else self.policy.incomplete_timeout
         # stored series matter only for supersede checks, which are per sender
         known = self.store.bot_series_list(senders={m.from_addr.lower() for m in msgs}) if msgs else []
-        asm: Assembly = assemble(msgs, known, now, timeout)
+        asm: Assembly = assemble(msgs, known, now, self.policy.incomplete_timeout)
+        if source.immediate:                           # a series given on the command line does not wait
+            label = source.label
+            for s in asm.by_state("waiting"):
+                if all(m.source == label for m in s.messages):
+                    readiness(s, now, timedelta(0))
         for old, by in asm.superseded_known:
             if not self.dry:
                 res.dropped += self.store.bot_supersede(old, by)
