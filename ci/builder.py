@@ -8,12 +8,17 @@ them: <cache>/objects/<toolchain>/<config>/<sha>/<target>, the report beside eac
 from __future__ import annotations
 
 import hashlib
+import queue
+from contextlib import contextmanager
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from toolchains import build as tbuild
 from toolchains.kbuild import Config
+from toolchains.matrix import build_jobs
+from toolchains.process import kill_all
 from toolchains.registry import Toolchain
 
 
@@ -51,11 +56,64 @@ def checkout(tree: Path, sha: str, toolchain: str, config: Config | None = None)
     return tbuild.checkout(tree, sha, toolchain, config or Config())
 
 
+@contextmanager
+def source_for(tree: Path, sha: str, toolchain: str, config: Config | None = None,
+               wanted: bool = True) -> Iterator[Path | None]:
+    """The toolchain's worktree at ``sha``, kept there (its builds wait) for the block; None when
+    not ``wanted``."""
+    if not wanted:
+        yield None
+        return
+    with tbuild.checked_out(tree, sha, toolchain, config or Config()) as path:
+        yield path
+
+
 def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,
           log: Callable[[str], None] = lambda s: None,
           options: tbuild.BuildOptions | None = None) -> Built:
     """Build ``targets`` at ``sha``; a failed build is a result (status and the compiler's errors)."""
-    b = tbuild.build_commit(tree, sha, toolchain, targets, config or Config(), options or tbuild.BuildOptions())
+    return _built(tbuild.build_commit(tree, sha, toolchain, targets, config or Config(),
+                                      options or tbuild.BuildOptions()))
+
+
+def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Config | None = None,
+               options: tbuild.BuildOptions | None = None) -> Iterator[tuple[tuple[str, str], Built]]:
+    """Build every (sha, toolchain) -> targets of ``todo``, toolchains in parallel (each one's
+    commits in the order given); yields ((sha, toolchain), Built) as each build finishes, so the
+    caller can store results while the others build."""
+    jobs: dict[str, list[tuple[str, list[str]]]] = {}
+    for (sha, tc), targets in todo.items():
+        jobs.setdefault(tc, []).append((sha, targets))
+    q: queue.Queue = queue.Queue()
+    cancel = threading.Event()
+
+    def run() -> None:
+        try:
+            build_jobs(tree, jobs, config or Config(), options or tbuild.BuildOptions(),
+                       on_build=lambda b: q.put(("built", b)), cancel=cancel)
+        except BaseException as e:          # handed to the consumer, raised there
+            q.put(("error", e))
+        finally:
+            q.put(("end", None))
+
+    worker = threading.Thread(target=run, name="pipeline-builds", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield (item.sha, item.toolchain), _built(item)
+    finally:
+        if worker.is_alive():               # the consumer stopped early: stop the builds too
+            cancel.set()
+            kill_all()
+            worker.join()
+
+
+def _built(b: tbuild.CommitBuild) -> Built:
     logs = []
     for r in b.targets:
         if r.log is not None and r.log.exists():

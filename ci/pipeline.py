@@ -172,17 +172,23 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     """Stage 2: every (commit, toolchain, target) the store lacks, built, analyzed and stored."""
     stats = RunStats()
     key = builder.config_key(config)
+    todos: dict[tuple[str, str], list[str]] = {}
+    haves: dict[tuple[str, str], dict] = {}
+    commits = {c.sha: c for c in plan.to_build}
     for tc in toolchains:
         _, version = builder.toolchain_info(tc)
         for commit in plan.to_build:
             have = {t: store.find_build(plan.tree.name, commit.sha, tc, key, t, version) for t in targets}
             todo = [t for t in targets if not _done(have[t], analysis.ANALYSIS_VERSION)]
             stats.stored += len(targets) - len(todo)
-            if not todo:
-                continue
-            done = builder.build(plan.tree.path, commit.sha, tc, todo, config)
-            if done.source is None and analysis.available():       # a checkout for the declarations
-                done.source = builder.checkout(plan.tree.path, commit.sha, tc, config)
+            if todo:
+                todos[(commit.sha, tc)], haves[(commit.sha, tc)] = todo, have
+    # toolchains build side by side; each build is analyzed and stored as soon as it is done
+    for (sha, tc), done in builder.build_many(plan.tree.path, todos, config):
+        commit, todo, have = commits[sha], todos[(sha, tc)], haves[(sha, tc)]
+        # the commit's source for the declarations, held while analyzing (this toolchain waits)
+        with builder.source_for(plan.tree.path, commit.sha, tc, config, analysis.available()) as src:
+            done.source = src
             for t in todo:
                 _record(store, plan.tree, commit, done, t)
                 if have[t] is not None:
@@ -191,10 +197,10 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
                     stats.built += 1
                 if t not in done.objects:
                     stats.failed += 1
-            line = (f"{tc:9} {commit.sha[:12]} {' '.join(todo)}: {done.status} ({done.method}, {done.seconds:.1f} s)"
-                    + (f": {done.errors[0]}" if done.errors else ""))
-            stats.lines.append(line)
-            progress(line)
+        line = (f"{tc:9} {commit.sha[:12]} {' '.join(todo)}: {done.status} ({done.method}, {done.seconds:.1f} s)"
+                + (f": {done.errors[0]}" if done.errors else ""))
+        stats.lines.append(line)
+        progress(line)
     return stats
 
 

@@ -30,8 +30,7 @@ def fake_tree(dest: Path) -> tuple[Path, str]:
     return dest, git(dest, "rev-parse", "HEAD")
 
 
-def commit_on(tree: Path, parent: str, changes: dict[str, str | None], message: str,
-              scratch: Path | None = None) -> str:
+def commit_on(tree: Path, parent: str, changes: dict[str, str | None], message: str) -> str:
     """A new commit on ``parent`` with files replaced (None: deleted), made with git plumbing in a
     temporary index: no checkout (cheap on the 78k-file kernel tree), the tree's own checkout and
     index untouched. Returns its sha (the same every time: dates and names are pinned)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from buildtrees import Listener, commit_on, edit, fake_tree, git, hostile_lines
+from buildtrees import Listener, commit_on, edit, fake_tree, hostile_lines
 from toolchains.build import BuildOptions, build_commit
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config, preset
@@ -44,19 +44,18 @@ def fake(tmp_path_factory):
     a Makefile change, a new object, an always_inline recursion (gcc refuses it)."""
     root = tmp_path_factory.mktemp("fake")
     tree, base = fake_tree(root / "linux-fake")
-    s = root / "scratch"
     c = {"base": base}
     c["src"] = commit_on(tree, base, {"mm/page_alloc.c": edit(tree, base, "mm/page_alloc.c", "* 3 + 1", "* 5 + 2")},
-                         "mm: change alloc_pages", s)
+                         "mm: change alloc_pages")
     c["hdr"] = commit_on(tree, c["src"], {"include/linux/gfp.h": edit(tree, base, "include/linux/gfp.h", "0x10u", "0x20u")},
-                         "gfp: change GFP_KERNEL", s)
+                         "gfp: change GFP_KERNEL")
     c["other"] = commit_on(tree, c["hdr"], {"kernel/fork.c": edit(tree, base, "kernel/fork.c", "return 1;", "return 2;")},
-                           "fork: unrelated change", s)
+                           "fork: unrelated change")
     c["make"] = commit_on(tree, c["other"], {"Makefile": edit(tree, base, "Makefile", "LD := ld", "LD := ld\n# a comment")},
-                          "kbuild: touch the Makefile", s)
-    c["new"] = commit_on(tree, c["make"], {"mm/new.c": "int new_thing(void) { return 7; }\n"}, "mm: a new object", s)
+                          "kbuild: touch the Makefile")
+    c["new"] = commit_on(tree, c["make"], {"mm/new.c": "int new_thing(void) { return 7; }\n"}, "mm: a new object")
     c["recursive"] = commit_on(tree, c["new"], {"mm/page_alloc.c": edit(tree, base, "mm/page_alloc.c", "* 3 + 1", "* 5 + 2")
-                                                + RECURSIVE}, "mm: always_inline recursion", s)
+                                                + RECURSIVE}, "mm: always_inline recursion")
     return tree, c, root
 
 
@@ -186,7 +185,7 @@ def test_timeout_kills_the_build_and_leaves_no_object(fake, tmp_path):
     tree, c, root = fake
     slow = commit_on(tree, c["base"], {"Makefile": edit(tree, c["base"], "Makefile", "./tools/objtool/objtool $@",
                                                           "sleep 60 ; ./tools/objtool/objtool $@")},
-                     "kbuild: a compile that hangs after writing the object", root / "scratch")
+                     "kbuild: a compile that hangs after writing the object")
     o = opts(tmp_path, timeout=3)
     t0 = time.monotonic()
     b = build_commit(tree, slow, "gcc-12", ["mm/page_alloc.o"], options=o)
@@ -221,7 +220,7 @@ def test_hostile_makefile_is_contained(fake, tmp_path, monkeypatch):
     listing = f"{tmp_path}/listing-{tag}"
     hostile = commit_on(tree, c["base"], {"Makefile": edit(tree, c["base"], "Makefile", "LD := ld\n",
                         "LD := ld\n" + hostile_lines(listener.port, [outside, in_home, in_tree], listing))},
-                        "kbuild: hostile", root / "scratch")
+                        "kbuild: hostile")
     monkeypatch.setenv("SIZEWATCH_SMTP_PASSWORD", f"secret-{tag}")
     try:
         b = build_commit(tree, hostile, "gcc-12", ["mm/page_alloc.o"], options=o)
@@ -253,7 +252,7 @@ def test_sandbox_hides_home_and_secrets(fake, tmp_path, monkeypatch):
              "touch $(srctree)/probe 2>/dev/null && echo yes > $(O)/probe.src || echo no > $(O)/probe.src; "
              "env > $(O)/probe.env; ls $(O)/.. > $(O)/probe.cache')\n")
     probed = commit_on(tree, c["base"], {"Makefile": edit(tree, c["base"], "Makefile", "LD := ld\n", "LD := ld\n" + probe)},
-                       "kbuild: probe", root / "scratch")
+                       "kbuild: probe")
     (Path.home() / f".sizewatch-visible-{tag}").write_text("x")
     monkeypatch.setenv("SIZEWATCH_BOT_TOKEN", f"token-{tag}")
     try:

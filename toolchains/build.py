@@ -18,23 +18,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Iterator
 
 from toolchains import buildstate, cmdfile, inline_report, process, replay
+from toolchains.buildenv import sandbox_for
+from toolchains.diagnostics import compiler_errors
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config, is_prepared, make_cmd, prepare
 from toolchains.layout import Layout, atomic_copy, atomic_write
 from toolchains.locks import file_lock
 from toolchains.process import Limits, Outcome
 from toolchains.registry import Toolchain, load
-from toolchains.sandbox import Sandbox, default_masks, enabled_by_default
-from toolchains.sandbox import unavailable as sandbox_unavailable
+from toolchains.results import BuildOptions, CommitBuild, Event, Events, TargetResult
 from toolchains.source import cache_dir
 from toolchains.targets import Target, collect, parse, remove_partial
 from toolchains.worktree import ensure_worktree
@@ -43,108 +43,6 @@ REPORT = ".remarks"          # <target>.remarks: the compiler's inline report
 LOG = ".log"                 # <target>.log: what was run and what it printed
 RECORD = ".json"             # <target>.json: the result, written last
 
-
-@dataclass(frozen=True)
-class BuildOptions:
-    sandbox: bool = field(default_factory=enabled_by_default)
-    ccache: bool = False                  # off by default: measurements want real compiles
-    reports: bool = True                  # the compilers' inline reports, per object target
-    mode: str = "auto"                    # auto | kbuild (always make) | replay (force the fast path)
-    timeout: float | None = 900.0         # per commit × toolchain build
-    memory: int | None = 4 << 30          # address-space limit per process
-    jobs: int | None = None               # make -j (default: all cores)
-    use_cache: bool = True                # take results already kept for the commit
-    cache: Path | None = None             # default: toolchains.source.cache_dir()
-    out_root: Path | None = None          # where results are kept (default <cache>/objects)
-
-
-@dataclass
-class TargetResult:
-    target: str
-    kind: str                             # object | dir | vmlinux
-    status: str                           # ok | failed | timeout | killed
-    method: str                           # cached | reused | replay | kbuild
-    reason: str
-    path: Path | None = None              # the kept object, archive or vmlinux
-    report: Path | None = None            # the compiler's inline report
-    log: Path | None = None
-    errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0                  # wall time of this target's build steps
-    report_seconds: float = 0.0           # an extra compile for the report (make path only)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        for k in ("path", "report", "log"):
-            d[k] = str(d[k]) if d[k] is not None else None
-        return d
-
-
-_METHOD_COST = {"cached": 0, "reused": 1, "replay": 2, "kbuild": 3}
-
-
-@dataclass
-class CommitBuild:
-    tree: Path
-    sha: str
-    toolchain: str
-    family: str
-    compiler_version: str
-    config: Config
-    config_text: str | None
-    build_dir: Path
-    worktree: Path
-    out_dir: Path
-    targets: list[TargetResult]
-    seconds: float
-
-    @property
-    def status(self) -> str:
-        bad = [t.status for t in self.targets if t.status != "ok"]
-        return bad[0] if bad else "ok"
-
-    @property
-    def method(self) -> str:
-        """The most expensive way any target was obtained."""
-        return max((t.method for t in self.targets), key=_METHOD_COST.get, default="cached")
-
-    @property
-    def errors(self) -> list[str]:
-        return [e for t in self.targets for e in t.errors]
-
-    def result(self, target: str) -> TargetResult | None:
-        return next((t for t in self.targets if t.target == target), None)
-
-    def summary(self) -> str:
-        """One line per build, for progress output and logs."""
-        parts = [f"{t.target} {t.status} ({t.method}, {t.seconds + t.report_seconds:.1f} s)" for t in self.targets]
-        line = f"{self.toolchain:9} {self.sha[:12]} " + "; ".join(parts)
-        if self.errors:
-            line += f": {self.errors[0]}"
-        return line
-
-    def to_dict(self) -> dict:
-        return {"tree": str(self.tree), "sha": self.sha, "toolchain": self.toolchain, "family": self.family,
-                "compiler_version": self.compiler_version, "config": self.config.key,
-                "status": self.status, "method": self.method, "seconds": round(self.seconds, 3),
-                "build_dir": str(self.build_dir), "out_dir": str(self.out_dir),
-                "targets": [t.to_dict() for t in self.targets]}
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str                # start (a target begins: detail is the method) | done (result set)
-    toolchain: str
-    sha: str
-    target: str
-    detail: str = ""
-    result: TargetResult | None = None
-
-
-Events = Callable[[Event], None]
 
 _versions: dict[str, str] = {}
 _versions_lock = threading.Lock()
@@ -168,47 +66,6 @@ def nm_for(tc: Toolchain) -> str:
 
 def layout(tree: Path, toolchain: str, config: Config, options: BuildOptions) -> Layout:
     return Layout(options.cache or cache_dir(), Path(tree), toolchain, config, options.out_root)
-
-
-def ccache_path(lay: Layout, tc: Toolchain) -> Path:
-    """A directory of ``<compiler> -> ccache`` links put first on PATH: ccache's masquerade mode
-    keeps kbuild's command lines (CC=gcc-12) unchanged, so turning it on or off rebuilds nothing."""
-    bindir = lay.ccache_dir / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
-    exe = shutil.which("ccache")
-    if exe is None:
-        raise BuildError("ccache is not installed (apt-get install ccache)")
-    for name in {tc.compiler, *tc.make_vars.values()}:
-        if not name or "/" in name or name.startswith("-") or shutil.which(name) is None:
-            continue
-        link = bindir / name
-        if not link.is_symlink():
-            tmp = bindir / f".{name}.{os.getpid()}"
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(exe)
-            tmp.replace(link)
-    return bindir
-
-
-def sandbox_for(lay: Layout, tc: Toolchain, options: BuildOptions) -> Sandbox:
-    path = os.environ.get("PATH", "/usr/bin:/bin")
-    env: list[tuple[str, str]] = []
-    writable = [lay.build_dir]
-    readable = [lay.tree, lay.worktree]
-    if options.ccache:
-        bindir = ccache_path(lay, tc)
-        path = f"{bindir}:{path}"
-        store = lay.ccache_dir / "store"
-        store.mkdir(parents=True, exist_ok=True)
-        env += [("CCACHE_DIR", str(store))]
-        writable.append(store)
-        readable.append(bindir)
-    if not options.sandbox:
-        return Sandbox(False, path=path, env_extra=tuple(env))
-    why = sandbox_unavailable()
-    if why:
-        raise BuildError(f"{why}; for trusted trees only: --no-sandbox or SIZEWATCH_SANDBOX=0")
-    return Sandbox(True, tuple(writable), tuple(readable), tuple(default_masks(lay.cache)), path, tuple(env))
 
 
 def _record_path(out_dir: Path, t: Target, suffix: str) -> Path:
@@ -460,24 +317,16 @@ def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], confi
 
 def checkout(tree: Path, sha: str, toolchain: str, config: Config = Config(),
              options: BuildOptions = BuildOptions()) -> Path:
-    """The toolchain's worktree at ``sha`` (a source tree for the analyzer's declaration lookups)."""
+    """The toolchain's worktree at ``sha`` (a source tree for the analyzer's declaration lookups);
+    the next build of that toolchain may move it: ``checked_out`` holds it."""
+    with checked_out(tree, sha, toolchain, config, options) as path:
+        return path
+
+
+@contextmanager
+def checked_out(tree: Path, sha: str, toolchain: str, config: Config = Config(),
+                options: BuildOptions = BuildOptions()) -> Iterator[Path]:
+    """The toolchain's worktree at ``sha``, held there for the block (its builds wait)."""
     lay = layout(tree, toolchain, config, options)
     with file_lock(lay.worktree_lock), file_lock(lay.lock):
-        return ensure_worktree(Path(tree), lay.worktree, sha)
-
-
-_LOC_ERROR = r"^\S+:\d+(?::\d+)?: (?:fatal )?error: |^(?:gcc|clang|cc1)\S*: (?:fatal )?error: "
-
-
-def compiler_errors(stderr: str, status: str = "failed", limit: int = 20) -> list[str]:
-    """The compiler's error lines (``file:line:col: error: ...``), else make's own error lines."""
-    lines = [ln.rstrip() for ln in stderr.splitlines()]
-    got = [ln for ln in lines if re.search(_LOC_ERROR, ln)]
-    if not got:
-        got = [ln for ln in lines if "error" in ln.lower() or "memory" in ln.lower() or "failed to map" in ln]
-    if status == "timeout":
-        got = [ln for ln in lines if ln.startswith("timed out after")] + got
-    if status == "killed":
-        got = [ln for ln in lines if ln.startswith("over the memory limit")] + \
-              [ln for ln in got if not ln.startswith("over the memory limit")]
-    return got[:limit]
+        yield ensure_worktree(Path(tree), lay.worktree, sha)

@@ -29,29 +29,43 @@ def build_matrix(tree: Path, commits: list[str], toolchains: list[str], targets:
 
     Unknown or missing toolchains and bad targets fail here, before any work.
     """
-    for tc in toolchains:
+    jobs = {tc: [(sha, list(targets)) for sha in commits] for tc in toolchains}
+    done = {(b.sha, b.toolchain): b for b in build_jobs(tree, jobs, config, options, events, on_build, parallel)}
+    return [done[(sha, tc)] for sha in commits for tc in toolchains if (sha, tc) in done]
+
+
+def build_jobs(tree: Path, jobs: dict[str, list[tuple[str, list[str]]]], config: Config = Config(),
+               options: BuildOptions = BuildOptions(), events: Callable[[Event], None] = lambda e: None,
+               on_build: Callable[[CommitBuild], None] = lambda b: None, parallel: int | None = None,
+               cancel: threading.Event | None = None) -> list[CommitBuild]:
+    """The general form: per toolchain, its (commit, targets) in order; toolchains side by side.
+    ``on_build`` is called (under a lock) as each build finishes; ``cancel`` stops after the
+    builds under way."""
+    for tc in jobs:
         toolchain_info(tc)
-    for t in targets:
-        parse(t)
+    for work in jobs.values():
+        for _, targets in work:
+            for t in targets:
+                parse(t)
     cores = os.cpu_count() or 1
-    workers = max(1, min(len(toolchains), parallel or cores))
+    workers = max(1, min(len(jobs), parallel or cores))
     if options.jobs is None:
         options = replace(options, jobs=max(1, cores // workers))
-    cancel = threading.Event()
+    cancel = cancel or threading.Event()
     lock = threading.Lock()
-    done: dict[tuple[str, str], CommitBuild] = {}
+    done: list[CommitBuild] = []
 
     def one_toolchain(tc: str) -> None:
-        for sha in commits:
+        for sha, targets in jobs[tc]:
             if cancel.is_set():
                 return
             b = build_commit(tree, sha, tc, targets, config, options, events)
             with lock:
-                done[(sha, tc)] = b
+                done.append(b)
                 on_build(b)
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="build")
-    futures = [pool.submit(one_toolchain, tc) for tc in toolchains]
+    futures = [pool.submit(one_toolchain, tc) for tc in jobs]
     try:
         for f in futures:
             f.result()
@@ -61,4 +75,4 @@ def build_matrix(tree: Path, commits: list[str], toolchains: list[str], targets:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    return [done[(sha, tc)] for sha in commits for tc in toolchains if (sha, tc) in done]
+    return done

@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from toolchains.build import CommitBuild, Event
+from toolchains.results import CommitBuild, Event
 
 _STYLE = {"ok": "green", "failed": "red", "timeout": "yellow", "killed": "yellow"}
 
