@@ -369,7 +369,7 @@ class Bot:
                 mine = [r for r in items if r.position == p.position]
                 if not mine or p.position not in by_pos:
                     continue
-                body = findings_body(by_pos[p.position], s.head, p, mine, ctx, pol)
+                body = findings_body(by_pos[p.position], p, mine, ctx, pol)
                 mails.append(self._mail(s, items, by_pos[p.position], body, now, p.position))
         self.decide(s, "tested", items, outcome, mails, res, ser.id,
                     f"{len(items)} reportable finding(s)")

@@ -21,7 +21,7 @@ import fnmatch
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -129,9 +129,6 @@ class Policy:
     @property
     def kbuild_config(self) -> Config:
         return Config(self.config, tuple(self.config_fragment))
-
-    def with_overrides(self, **changes: Any) -> "Policy":
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 def _check(value: Any, want: type | tuple, where: str) -> Any:

@@ -251,7 +251,7 @@ def signature(policy: Policy) -> list[str]:
             *para(f"{policy.dashboard_url}  (to stop these mails, reply and ask to be left out)")]
 
 
-def findings_body(original: BotMessage, head: BotMessage, p: PatchReport, items: list[Reportable],
+def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
                   ctx: TestContext, policy: Policy) -> str:
     """The mail about one patch's findings."""
     names = {r.toolchain for r in items}
