@@ -443,3 +443,21 @@ def test_sandbox_command_line(tmp_path):
     env = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
     assert env["PATH"] == "/usr/bin:/bin" and env["LC_ALL"] == "C" and not any("SMTP" in k for k in env)
     assert Sandbox(False).wrap(["make"], bd) == ["make"]
+
+
+def test_linked_cache_dir_and_worktrees(fake, tmp_path):
+    """A cache reached through a symlink, and worktrees linked from another cache (what the
+    benches' private caches do): the sandbox binds real paths, the builds still work."""
+    tree, c, _ = fake
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    o = BuildOptions(cache=tmp_path / "link")
+    b = build_commit(tree, c["base"], "gcc-12", ["mm/page_alloc.o"], options=o)
+    assert b.status == "ok", b.errors
+    other = tmp_path / "other"
+    (other / "worktrees").mkdir(parents=True)
+    (other / "worktrees" / b.worktree.name).symlink_to(b.worktree)
+    (other / "build").mkdir()
+    shutil.copytree(b.build_dir, other / "build" / b.build_dir.name, symlinks=True)
+    b2 = build_commit(tree, c["src"], "gcc-12", ["mm/page_alloc.o"], options=BuildOptions(cache=other))
+    assert b2.status == "ok" and b2.targets[0].method == "replay", b2.targets[0]

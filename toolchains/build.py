@@ -27,7 +27,7 @@ from typing import Iterator
 
 from toolchains import buildstate, cmdfile, inline_report, process, replay
 from toolchains.buildenv import sandbox_for
-from toolchains.diagnostics import compiler_errors
+from toolchains.diagnostics import compiler_errors, from_compiler
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config, is_prepared, make_cmd, prepare
 from toolchains.layout import Layout, atomic_copy, atomic_write
@@ -65,7 +65,8 @@ def nm_for(tc: Toolchain) -> str:
 
 
 def layout(tree: Path, toolchain: str, config: Config, options: BuildOptions) -> Layout:
-    return Layout(options.cache or cache_dir(), Path(tree), toolchain, config, options.out_root)
+    """Real paths (the sandbox binds real paths; a linked cache dir must not hide them)."""
+    return Layout(Path(options.cache or cache_dir()).resolve(), Path(tree), toolchain, config, options.out_root)
 
 
 def _record_path(out_dir: Path, t: Target, suffix: str) -> Path:
@@ -113,10 +114,12 @@ class _Job:
         return process.run(argv, cwd or self.lay.build_dir, self.sandbox, self.limits, self.deadline)
 
     def checkout(self) -> Path:
+        """The worktree at this commit, by its real path (what the sandbox binds, what the
+        build records name, even when the cache links its worktrees from elsewhere)."""
         if not self.checked_out:
             ensure_worktree(self.tree, self.lay.worktree, self.sha)
             self.checked_out = True
-        return self.lay.worktree
+        return self.lay.worktree.resolve()
 
     def write_log(self, t: Target, text: str) -> Path:
         return atomic_write(_record_path(self.out, t, LOG), text)
@@ -149,7 +152,7 @@ class _Job:
         if t.kind != "object":
             return replay.Decision("kbuild", f"{t.kind} targets are built by make")
         bd = self.lay.build_dir
-        return replay.decide(self.tree, self.sha, t.spec, cmdfile.read(bd, t.spec), self.lay.worktree,
+        return replay.decide(self.tree, self.sha, t.spec, cmdfile.read(bd, t.spec), self.lay.worktree.resolve(),
                              self.config_text(), buildstate.synced(bd), buildstate.object_commit(bd, t.spec),
                              self.options.mode)
 
@@ -181,7 +184,8 @@ class _Job:
             shutil.rmtree(scratch, ignore_errors=True)
             return self.finish(t, TargetResult(t.spec, t.kind, out.status, "replay", d.reason, log=log,
                                                errors=compiler_errors(out.stderr, out.status),
-                                               seconds=out.seconds), persist=out.status == "failed")
+                                               seconds=out.seconds),
+                               persist=out.status == "failed" and from_compiler(out.stderr))
         buildstate.set_object_commit(bd, t.spec, self.sha)
         obj = collect(t, bd, self.out)
         rep = self._keep_report(t, scratch) if self.options.reports else None
@@ -217,7 +221,7 @@ class _Job:
                 errs = compiler_errors(out.stderr, "failed") or [f"make {t.spec} produced no {t.output}"]
                 res = TargetResult(t.spec, t.kind, "failed", "kbuild", d.reason, log=self.write_log(t, text),
                                    errors=errs, seconds=out.seconds)
-                results.append(self.finish(t, res, persist=bool(compiler_errors(out.stderr, "failed"))))
+                results.append(self.finish(t, res, persist=from_compiler(out.stderr)))
                 continue
             if t.kind == "object":
                 buildstate.set_object_commit(bd, t.spec, self.sha)

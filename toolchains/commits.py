@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolchains.errors import BuildError
+from toolchains.locks import file_lock
 from toolchains.source import git
 from toolchains.worktree import apply_series, resolve
 
@@ -34,7 +35,8 @@ def from_series(tree: Path, mbox: Path, base: str | None, scratch: Path) -> list
     """The series' base commit, then one commit per patch (applied with ``git am`` in ``scratch``)."""
     if not mbox.is_file():
         raise BuildError(f"{mbox}: no such mbox file")
-    shas = apply_series(tree, mbox, base, scratch)
+    with file_lock(scratch.parent / f".{scratch.name}.lock"):       # one git am at a time in scratch
+        shas = apply_series(tree, mbox, base, scratch)
     return [git(tree, "rev-parse", f"{shas[0]}^").strip(), *shas]
 
 

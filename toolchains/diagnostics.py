@@ -6,12 +6,21 @@ import re
 _LOC_ERROR = r"^\S+:\d+(?::\d+)?: (?:fatal )?error: |^(?:gcc|clang|cc1)\S*: (?:fatal )?error: "
 
 
+def from_compiler(stderr: str) -> bool:
+    """Whether the compiler itself reported errors: a result worth keeping (the same commit fails
+    the same way again), unlike a set-up problem."""
+    return any(re.search(_LOC_ERROR, ln) for ln in stderr.splitlines())
+
+
 def compiler_errors(stderr: str, status: str = "failed", limit: int = 20) -> list[str]:
-    """The compiler's error lines (``file:line:col: error: ...``), else make's own error lines."""
+    """The compiler's error lines (``file:line:col: error: ...``), else make's own error lines,
+    else the last lines it printed."""
     lines = [ln.rstrip() for ln in stderr.splitlines()]
     got = [ln for ln in lines if re.search(_LOC_ERROR, ln)]
     if not got:
         got = [ln for ln in lines if "error" in ln.lower() or "memory" in ln.lower() or "failed to map" in ln]
+    if not got:
+        got = [ln for ln in lines if ln.strip()][-3:]
     if status == "timeout":
         got = [ln for ln in lines if ln.startswith("timed out after")] + got
     if status == "killed":

@@ -12,7 +12,6 @@ from toolchains.build import BuildOptions, build_commit
 from toolchains.commits import from_series, subjects
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config
-from toolchains.locks import file_lock
 from toolchains.source import cache_dir, ensure_source
 
 EXAMPLE_MBOX = Path(__file__).resolve().parent.parent / "examples" / "rmqueue-always-inline.mbox"
@@ -30,9 +29,7 @@ def series_commits(mbox: Path = EXAMPLE_MBOX, version: str = "6.1", cache: Path 
     """The tree and the series' commits: its base, then one per patch (applied once, same shas every time)."""
     cache = cache or cache_dir()
     src = ensure_source(version, cache)
-    scratch = cache / "worktrees" / "am"
-    with file_lock(cache / "worktrees" / ".am.lock"):
-        return src.path, from_series(src.path, mbox, None, scratch)
+    return src.path, from_series(src.path, mbox, None, cache / "worktrees" / "am")
 
 
 def build_series(toolchain: str = "gcc-12", target: str = "mm/page_alloc.o",
