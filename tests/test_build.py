@@ -461,3 +461,22 @@ def test_linked_cache_dir_and_worktrees(fake, tmp_path):
     shutil.copytree(b.build_dir, other / "build" / b.build_dir.name, symlinks=True)
     b2 = build_commit(tree, c["src"], "gcc-12", ["mm/page_alloc.o"], options=BuildOptions(cache=other))
     assert b2.status == "ok" and b2.targets[0].method == "replay", b2.targets[0]
+
+
+def test_two_builds_of_the_same_commit_at_once_compile_once(fake, tmp_path):
+    """Two callers (threads here, processes alike: the locks are files) ask for the same build:
+    one builds, the other waits and takes its result."""
+    import threading
+    tree, c, _ = fake
+    o = opts(tmp_path)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(build_commit(tree, c["base"], "gcc-12",
+                                                                       ["mm/page_alloc.o"], options=o)))
+               for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(b.targets[0].method for b in got) == ["cached", "kbuild"]
+    compiles = (got[0].build_dir / ".fake-compiles").read_text().splitlines()
+    assert len(compiles) == 2                    # make's compile and the inline report's, nothing more

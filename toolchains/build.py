@@ -276,16 +276,22 @@ def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], confi
     lay = layout(tree, tc.name, config, options)
     t0 = time.monotonic()
     results: dict[str, TargetResult] = {}
-    if options.use_cache:
-        for t in tlist:
+
+    def take_cached(todo: list[Target]) -> list[Target]:
+        if not options.use_cache:
+            return todo
+        for t in todo:
             hit = _cached(lay, sha, t, version, options.reports)
             if hit is not None:
                 results[t.spec] = hit
                 events(Event("done", tc.name, sha, t.spec, hit.status, hit))
-    todo = [t for t in tlist if t.spec not in results]
+        return [t for t in todo if t.spec not in results]
+
+    todo = take_cached(tlist)
     config_text = None
     if todo:
         with file_lock(lay.worktree_lock), file_lock(lay.lock):
+            todo = take_cached(todo)         # another process may have built them while we waited
             job = _Job(Path(tree), sha, tc, version, config, lay, options, events)
             try:
                 job.ensure_prepared()
