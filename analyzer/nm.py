@@ -5,15 +5,17 @@ to be byte-identical we must choose the same symbols and letters as binutils:
 ``bfd_decode_symclass`` (bfd/syms.c) over the flags ELF symbols get in
 ``elf_slurp_symbol_table``, and nm's ``filter_symbols``/``sort_symbols_by_size``
 (no debugging, absolute or undefined symbols; ELF st_size; size 0 dropped).
+Those rules live in :func:`symbol_letter` alone; the readers below apply it
+once per distinct (st_info, st_other, st_shndx), not once per symbol.
 """
 from __future__ import annotations
 
 import struct
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
 
-from analyzer.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF,
+from analyzer.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF,
                           SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB, SHT_SYMTAB_SHNDX, STB_GLOBAL,
                           STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_GNU_IFUNC, STT_OBJECT,
                           STT_SECTION, ElfImage, Section, SymbolTable)
@@ -21,6 +23,8 @@ from analyzer.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
+
+V = TypeVar("V")
 
 # coff_section_type(): the only name-based letters left in binutils' table.
 _NAMED = ((".drectve", "i"), (".edata", "e"), (".idata", "i"), (".pdata", "p"))
@@ -48,6 +52,30 @@ def section_letter(sec: Section) -> str:
     return "?"
 
 
+def symbol_letter(info: int, shndx: int, section_letters: list[str], xindex: bool = False) -> str | None:
+    """nm's type letter for a symbol with this st_info and st_shndx, or None when
+    ``nm --size-sort`` leaves it out whatever its size (section and file symbols,
+    undefined, absolute, an index past the section table). ``xindex``: shndx came
+    from SHT_SYMTAB_SHNDX, so it is a section index even in the reserved range.
+    ``section_letters`` holds :func:`section_letter` of every section."""
+    stype, bind = info & 0xF, info >> 4
+    if stype == STT_SECTION or stype == STT_FILE or shndx == SHN_UNDEF:
+        return None
+    if shndx >= SHN_LORESERVE and not xindex:   # of the reserved indices nm lists only commons
+        return "C" if shndx == SHN_COMMON else None
+    if shndx >= len(section_letters):
+        return None
+    if stype == STT_GNU_IFUNC:
+        return "i"
+    if bind == STB_LOCAL:
+        return section_letters[shndx]
+    if bind == STB_GLOBAL:
+        return section_letters[shndx].upper()
+    if bind == STB_WEAK:
+        return "V" if stype == STT_OBJECT else "W"
+    return "u" if bind == STB_GNU_UNIQUE else "?"
+
+
 @dataclass(frozen=True)
 class NmSymbol:
     size: int
@@ -57,38 +85,111 @@ class NmSymbol:
 
 
 def letters(table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
-    """(keep mask, letter codes) for every symbol, as nm --size-sort would list them (numpy columns)."""
+    """(keep mask, letter codes) for every symbol, as nm --size-sort would list them (numpy columns).
+
+    :func:`symbol_letter` runs once per distinct (st_info, section index) pair.
+    """
     import numpy as np
     e = table.entries
-    shndx = table.shndx
-    nsec = len(table.image.sections)
-    bind = e["info"] >> 4
-    stype = e["info"] & 0xF
-    # Per-section letter table, indexed by section number.
-    sec_letters = np.frombuffer("".join(section_letter(s) for s in table.image.sections).encode()
-                                or b"?", dtype=np.uint8)
-    valid = shndx < nsec
-    base = np.full(len(e), ord("?"), dtype=np.uint8)
-    base[valid] = sec_letters[shndx[valid]]
-    glob = bind == STB_GLOBAL
-    code = np.where(glob, base - 32 * ((base >= ord("a")) & (base <= ord("z"))), base).astype(np.uint8)
-    code[(bind != STB_LOCAL) & (bind != STB_GLOBAL)] = ord("?")
-    code[bind == STB_GNU_UNIQUE] = ord("u")
-    weak = bind == STB_WEAK
-    is_obj = stype == STT_OBJECT
-    code[weak & is_obj] = ord("V")
-    code[weak & ~is_obj] = ord("W")
-    code[stype == STT_GNU_IFUNC] = ord("i")
-    common = shndx == SHN_COMMON
-    code[common] = ord("C")
-    keep = (
-        (e["size"] != 0)
-        & (stype != STT_SECTION) & (stype != STT_FILE)
-        & (shndx != SHN_UNDEF) & (shndx != SHN_ABS)
-        & (valid | common)
-    )
-    keep[0] = False  # the null symbol is not a symbol to bfd
-    return keep, code
+    sec_letters = [section_letter(s) for s in table.image.sections]
+    xindex = e["shndx"] == SHN_XINDEX
+    keys = e["info"].astype(np.uint64) | table.shndx.astype(np.uint64) << 8 | xindex.astype(np.uint64) << 40
+    words = np.unique(keys)
+    per_word = [symbol_letter(w & 0xFF, w >> 8 & 0xFFFFFFFF, sec_letters, bool(w >> 40)) or "\0"
+                for w in words.tolist()]
+    code = np.frombuffer("".join(per_word).encode(), dtype=np.uint8)[np.searchsorted(words, keys)]
+    keep = (e["size"] != 0) & (code != 0)
+    if len(keep):
+        keep[0] = False  # the null symbol is not a symbol to bfd
+    return keep, np.where(code != 0, code, ord("?")).astype(np.uint8)
+
+
+class _PerWord(dict):
+    """``value(letter, shndx)`` memoized on a symbol's raw st_info/st_other/st_shndx word.
+
+    A vmlinux has ~119k symbols but ~120 distinct words: the per-symbol cost
+    is one dict lookup, and :func:`symbol_letter` runs once per word. Bits 32
+    and up of a word hold an SHN_XINDEX symbol's real section index.
+    """
+
+    def __init__(self, img: ElfImage, value: Callable[[str, int], V | None]):
+        super().__init__()
+        self.value = value
+        self.order = "little" if img.little else "big"
+        self.fields = struct.Struct(("<" if img.little else ">") + "BBH")
+        self.section_letters = [section_letter(s) for s in img.sections]
+
+    def __missing__(self, word: int) -> V | None:
+        info, _other, shndx = self.fields.unpack((word & 0xFFFFFFFF).to_bytes(4, self.order))
+        if word >> 32:
+            shndx = word >> 32
+        letter = symbol_letter(info, shndx, self.section_letters, xindex=bool(word >> 32))
+        got = self[word] = None if letter is None else self.value(letter, shndx)
+        return got
+
+
+def columns(img: ElfImage, value: Callable[[str, int], V | None]
+            ) -> tuple[list[str], list[int], list[V]] | None:
+    """Names, sizes and ``value(letter, section index)`` of the symbols ``nm --size-sort`` lists,
+    leaving out those whose value is None (their names are never decoded); None if stripped.
+
+    Plain struct unpacking, no numpy: sizediff's run time on an object is mostly
+    interpreter start-up, and importing numpy alone would double it.
+    """
+    symsec = next((s for s in img.sections if s.type == SHT_SYMTAB), None)
+    if symsec is None:
+        return None
+    e = "<" if img.little else ">"
+    # name, the info/other/shndx word and size: pad bytes skip the rest
+    fmt = e + ("II8xQ" if img.elfclass == 64 else "I4xII")
+    entsize = struct.calcsize(fmt)
+    if symsec.entsize != entsize or symsec.size % entsize:
+        raise InputError(f"{img.name}: corrupt symbol table (entry size {symsec.entsize})")
+    if symsec.link >= len(img.sections):
+        raise InputError(f"{img.name}: corrupt symbol table (string table index {symsec.link})")
+    strtab = img.section_bytes(img.sections[symsec.link])
+    # the null symbol (entry 0) is not a symbol to bfd
+    rows: Iterable[tuple[int, int, int]] = struct.iter_unpack(
+        fmt, img.data[symsec.offset + entsize:symsec.offset + symsec.size])
+    if img.elfclass == 32:     # (name, size, word) -> the ELF64 order
+        rows = ((n, w, z) for n, z, w in rows)
+    xsec = next((s for s in img.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index), None)
+    if xsec is not None:
+        rows = _resolve_xindex(img, xsec, rows)
+    per_word = _PerWord(img, value)
+    text = str(strtab, "latin-1")            # one char per byte, one copy (vmlinux: 2.4 MB)
+    if not text.endswith("\0"):              # a NUL at the end: find never fails
+        text += "\0"
+    find = text.find
+    nstr = len(strtab)
+    names: list[str] = []
+    sizes: list[int] = []
+    values: list[V] = []
+    for name, word, size in rows:
+        if size:
+            v = per_word[word]
+            if v is not None:
+                if name >= nstr:
+                    raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
+                names.append(text[name:find("\0", name)])
+                sizes.append(size)
+                values.append(v)
+    if not text.isascii():
+        names = [n.encode("latin-1").decode("utf-8", "surrogateescape") for n in names]
+    return names, sizes, values
+
+
+def _resolve_xindex(img: ElfImage, xsec: Section, rows: Iterable[tuple[int, int, int]]
+                    ) -> Iterator[tuple[int, int, int]]:
+    """The rows with an SHN_XINDEX symbol's section index (from SHT_SYMTAB_SHNDX) in bits 32+ of its word."""
+    xindex = array("I", bytes(img.section_bytes(xsec)))
+    if img.little != (struct.pack("=I", 1)[0] == 1):
+        xindex.byteswap()
+    shift = 16 if img.little else 0           # where st_shndx sits in the word
+    for i, (name, word, size) in enumerate(rows, 1):
+        if word >> shift & 0xFFFF == SHN_XINDEX and i < len(xindex):
+            word |= xindex[i] << 32
+        yield name, word, size
 
 
 @dataclass
@@ -104,82 +205,13 @@ class Listing:
 
 
 def listing(img: ElfImage) -> Listing | None:
-    """What ``nm --size-sort`` lists for one image (order not significant); None if stripped.
-
-    Plain struct unpacking, no numpy: sizediff's run time on an object is mostly
-    interpreter start-up, and importing numpy alone would double it. The rules are
-    those of :func:`letters` (kept in step by the tests against real nm).
-    """
-    symsec = next((s for s in img.sections if s.type == SHT_SYMTAB), None)
-    if symsec is None:
+    """What ``nm --size-sort`` lists for one image (order not significant); None if stripped."""
+    secnames = [s.name for s in img.sections]
+    got = columns(img, lambda letter, shndx: (letter, "" if letter == "C" else secnames[shndx]))
+    if got is None:
         return None
-    e = "<" if img.little else ">"
-    # only name, info, shndx and size are needed: pad bytes skip the rest
-    fmt = e + ("IBxH8xQ" if img.elfclass == 64 else "I4xIBxH")
-    entsize = struct.calcsize(fmt)
-    if symsec.entsize != entsize or symsec.size % entsize:
-        raise InputError(f"{img.name}: corrupt symbol table (entry size {symsec.entsize})")
-    if symsec.link >= len(img.sections):
-        raise InputError(f"{img.name}: corrupt symbol table (string table index {symsec.link})")
-    strtab = bytes(img.section_bytes(img.sections[symsec.link]))
-    raw = img.data[symsec.offset:symsec.offset + symsec.size]
-    rows = struct.iter_unpack(fmt, raw)
-    if img.elfclass == 32:     # (name, size, info, shndx) -> the ELF64 order
-        rows = ((n, i, x, z) for n, z, i, x in rows)
-    xsec = next((s for s in img.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index), None)
-    xindex = array("I", bytes(img.section_bytes(xsec))) if xsec is not None else array("I")
-    if xsec is not None and img.little != (struct.pack("=I", 1)[0] == 1):
-        xindex.byteswap()
-    secs = img.sections
-    nsec = len(secs)
-    low = [section_letter(s) for s in secs]
-    up = [c.upper() if c.islower() else c for c in low]
-    secnames = [s.name for s in secs]
-    text = strtab.decode("ascii") + "\0" if strtab.isascii() else None   # a NUL past the end: find never fails
-    nstr = len(strtab)
-    names: list[str] = []
-    sizes: list[int] = []
-    codes: list[str] = []
-    where: list[str] = []
-    for i, (name, info, shndx, size) in enumerate(rows):
-        if not size or i == 0:
-            continue
-        stype = info & 0xF
-        if stype == STT_SECTION or stype == STT_FILE:
-            continue
-        if shndx == SHN_XINDEX and i < len(xindex):
-            shndx = xindex[i]
-        if shndx == SHN_UNDEF or shndx == SHN_ABS:
-            continue
-        bind = info >> 4
-        if shndx < nsec:
-            code = up[shndx] if bind == STB_GLOBAL else low[shndx]
-            sec = secnames[shndx]
-        elif shndx == SHN_COMMON:
-            code, sec = "?", ""
-        else:
-            continue
-        if bind != STB_LOCAL and bind != STB_GLOBAL:
-            code = "?"
-            if bind == STB_GNU_UNIQUE:
-                code = "u"
-            elif bind == STB_WEAK:
-                code = "V" if stype == STT_OBJECT else "W"
-        if stype == STT_GNU_IFUNC:
-            code = "i"
-        if shndx == SHN_COMMON:
-            code = "C"
-        if name >= nstr:
-            raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
-        if text is not None:
-            names.append(text[name:text.find("\0", name)])
-        else:
-            end = strtab.find(b"\0", name)
-            names.append(strtab[name:end if end >= 0 else nstr].decode("utf-8", "surrogateescape"))
-        sizes.append(size)
-        codes.append(code)
-        where.append(sec)
-    return Listing(names, sizes, "".join(codes), where)
+    names, sizes, kinds = got
+    return Listing(names, sizes, "".join(k[0] for k in kinds), [k[1] for k in kinds])
 
 
 def size_sort(img: ElfImage) -> list[NmSymbol]:
