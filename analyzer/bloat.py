@@ -6,8 +6,10 @@ stripping with sizes summed, and the (delta, name) descending sort.
 """
 from __future__ import annotations
 
+import functools
 import marshal
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,10 +59,36 @@ class SymbolSet:
 
 
 def _bloat_names(names: list[str], skip_compiler: bool) -> list[str | None]:
-    drop = _GENERATED_PREFIXES + (_COMPILER_PREFIXES if skip_compiler else ())
-    gen = _GENERATED_NAMES
-    return [None if (":" in n or n.startswith(drop) or n in gen) else (strip_number(n) if "." in n else n)
-            for n in names]
+    """bloat-o-meter's name for each symbol: None for those it filters out, the
+    others with every ``.NUMBER`` stripped.
+
+    Done on all names joined by NULs (which no name holds) with C-speed scans:
+    the filters are rare hits of a few literal patterns, the stripping is one
+    substitution. Per-name string methods took 1.6x as long on a vmlinux.
+    """
+    if not names:
+        return []
+    joined = "\0".join(names)
+    starts = [m.start() for m in _filtered_pattern(skip_compiler).finditer("\0" + joined + "\0")]
+    colon = joined.find(":")
+    while colon >= 0:                               # bloat-o-meter skips every nm line with a ':'
+        starts.append(joined.rfind("\0", 0, colon) + 1)
+        colon = joined.find(":", colon + 1)
+    out: list[str | None] = strip_number(joined).split("\0")
+    index = prev = 0
+    for start in sorted(starts):                    # where a name starts -> its index
+        index += joined.count("\0", prev, start)
+        prev = start
+        out[index] = None
+    return out
+
+
+@functools.cache
+def _filtered_pattern(skip_compiler: bool) -> re.Pattern[str]:
+    """A NUL then a name bloat-o-meter filters out: the generated prefixes and names."""
+    prefixes = _GENERATED_PREFIXES + (_COMPILER_PREFIXES if skip_compiler else ())
+    return re.compile("\0(?:%s|(?:%s)(?=\0))" % ("|".join(map(re.escape, prefixes)),
+                                                  "|".join(map(re.escape, _GENERATED_NAMES))))
 
 
 @dataclass(frozen=True)

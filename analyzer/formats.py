@@ -1,9 +1,10 @@
-"""Renderings of a size comparison: bloat-o-meter's exact text, and the extra views."""
+"""Renderings of a size comparison: bloat-o-meter's exact text, and the extra views.
+
+json and csv are imported where used: ``sizediff``'s default text output does
+without them, and on small objects its run time is mostly start-up.
+"""
 from __future__ import annotations
 
-import csv
-import io
-import json
 from dataclasses import asdict, dataclass
 
 from analyzer.bloat import Comparison, Row
@@ -96,10 +97,13 @@ def table_dict(t: Comparison) -> dict:
 def to_json(tables: list[Comparison], extra: dict | None = None) -> str:
     doc = {"tables": [table_dict(t) for t in tables]}
     doc.update(extra or {})
+    import json
     return json.dumps(doc, indent=2) + "\n"
 
 
 def to_csv(tables: list[Comparison]) -> str:
+    import csv
+    import io
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["table", "name", "old", "new", "delta"])

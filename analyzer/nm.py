@@ -104,28 +104,20 @@ def letters(table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
     return keep, np.where(code != 0, code, ord("?")).astype(np.uint8)
 
 
-class _PerWord(dict):
-    """``value(letter, shndx)`` memoized on a symbol's raw st_info/st_other/st_shndx word.
+def _word_value(img: ElfImage, value: Callable[[str, int], V | None]) -> Callable[[int], V | None]:
+    """``value(letter, shndx)`` of a symbol from its raw st_info/st_other/st_shndx word
+    (bits 32 and up: an SHN_XINDEX symbol's real section index); None if nm leaves it out."""
+    order = "little" if img.little else "big"
+    fields = struct.Struct(("<" if img.little else ">") + "BBH")
+    section_letters = [section_letter(s) for s in img.sections]
 
-    A vmlinux has ~119k symbols but ~120 distinct words: the per-symbol cost
-    is one dict lookup, and :func:`symbol_letter` runs once per word. Bits 32
-    and up of a word hold an SHN_XINDEX symbol's real section index.
-    """
-
-    def __init__(self, img: ElfImage, value: Callable[[str, int], V | None]):
-        super().__init__()
-        self.value = value
-        self.order = "little" if img.little else "big"
-        self.fields = struct.Struct(("<" if img.little else ">") + "BBH")
-        self.section_letters = [section_letter(s) for s in img.sections]
-
-    def __missing__(self, word: int) -> V | None:
-        info, _other, shndx = self.fields.unpack((word & 0xFFFFFFFF).to_bytes(4, self.order))
+    def of(word: int) -> V | None:
+        info, _other, shndx = fields.unpack((word & 0xFFFFFFFF).to_bytes(4, order))
         if word >> 32:
             shndx = word >> 32
-        letter = symbol_letter(info, shndx, self.section_letters, xindex=bool(word >> 32))
-        got = self[word] = None if letter is None else self.value(letter, shndx)
-        return got
+        letter = symbol_letter(info, shndx, section_letters, xindex=bool(word >> 32))
+        return None if letter is None else value(letter, shndx)
+    return of
 
 
 def columns(img: ElfImage, value: Callable[[str, int], V | None]
@@ -156,7 +148,10 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     xsec = next((s for s in img.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index), None)
     if xsec is not None:
         rows = _resolve_xindex(img, xsec, rows)
-    per_word = _PerWord(img, value)
+    value_of = _word_value(img, value)
+    # memoized per word: a vmlinux has ~119k symbols but ~120 distinct words,
+    # so the per-symbol cost is one lookup in a plain dict
+    memo: dict[int, V | None] = {}
     text = str(strtab, "latin-1")            # one char per byte, one copy (vmlinux: 2.4 MB)
     if not text.endswith("\0"):              # a NUL at the end: find never fails
         text += "\0"
@@ -167,7 +162,10 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     values: list[V] = []
     for name, word, size in rows:
         if size:
-            v = per_word[word]
+            try:
+                v = memo[word]
+            except KeyError:
+                v = memo[word] = value_of(word)
             if v is not None:
                 if name >= nstr:
                     raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")

@@ -10,7 +10,6 @@ import click
 from analyzer import bloat, formats
 from analyzer.elf import load_images
 from analyzer.errors import InputError
-from analyzer.sections import section_sizes
 
 
 def _pct(old: int, new: int) -> str:
@@ -70,6 +69,7 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
             lines.append("Hot text: Before=%d, After=%d, chg %s" % (so.hot, sn.hot, _pct(so.hot, sn.hot)))
             lines.append("Cold text: Before=%d, After=%d, chg %s" % (so.cold, sn.cold, _pct(so.cold, sn.cold)))
         if show_sections:
+            from analyzer.sections import section_sizes
             zo, zn = section_sizes(load_images(file1)), section_sizes(load_images(file2))
             extra["sections"] = {"old": asdict(zo), "new": asdict(zn)}
             berk = ("text", "data", "bss", "dec")
