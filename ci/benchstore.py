@@ -4,9 +4,11 @@
 series (running the pipeline for what is missing), then writes a synthetic tree
 ``bench-linux`` of ``commits`` commits in one first-parent line, each built under
 ``toolchains`` toolchains: every build is a copy of a real build's rows (symbols,
-functions, remarks, findings), cycling through the series' commits so that
-neighbouring commits differ the way real patches do. Every tenth commit starts a
-ten-patch series. Used by bench/pipeline_bench.py and the dashboard's bench.
+functions, remarks, findings, function sizes), cycling through the series' commits so
+that neighbouring commits differ the way real patches do; each commit is then compared
+with its parent through the store as the pipeline does (the seed's findings, tables
+computed from the symbols). Every tenth commit starts a ten-patch series. Used by
+bench/pipeline_bench.py and the dashboard's bench.
 """
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import sqlite3
 import time
 from pathlib import Path
 
+from db import bloat_tables
+from db.reports import compute_tables
 from db.store import open_store
 from toolchains.registry import all_toolchains
 from toolchains.source import cache_dir
 
 BENCH_TREE = "bench-linux"
-FORMAT = 1          # bump when the generated layout changes: cached stores are rebuilt
+FORMAT = 2          # bump when the generated layout changes: cached stores are rebuilt
 
 
 def seed_store(path: Path | None = None, toolchains: list[str] | None = None) -> Path:
@@ -70,9 +74,10 @@ def large_store(path: Path | None = None, commits: int = 1000, toolchains: int =
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute("ATTACH DATABASE ? AS seed", (str(seed),))
     conn.execute("BEGIN")
-    _replicate(conn, commits, toolchains)
+    pairs = _replicate(conn, commits, toolchains)
     conn.execute("COMMIT")
     conn.execute("DETACH DATABASE seed")
+    _compare(seed, path, pairs)
     conn.execute("ANALYZE")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -82,7 +87,23 @@ def large_store(path: Path | None = None, commits: int = 1000, toolchains: int =
     return path
 
 
-def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> None:
+def _compare(seed: Path, path: Path, pairs: list[tuple[int, int, int, int]]) -> None:
+    """Each commit compared with its parent through ``Store.record_comparison``, as the pipeline records
+    it: the seed's findings for the same pair of seed builds (none where the seed has no such
+    comparison) and the bloat-o-meter tables, computed from the seed's symbols (a replica's symbols
+    are its seed build's) once per pair of seed builds."""
+    done: dict[tuple[int, int], tuple[list, dict]] = {}
+    with open_store(seed) as src, open_store(path) as dst:
+        for head, base, seed_head, seed_base in pairs:
+            if (seed_head, seed_base) not in done:
+                findings = [f for f in src.findings_for(seed_head, seed_base) if f.base_build_id == seed_base]
+                done[(seed_head, seed_base)] = (findings, bloat_tables.to_stored(
+                    compute_tables(src, seed_base, seed_head)))
+            dst.record_comparison(head, base, *done[(seed_head, seed_base)])
+
+
+def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> list[tuple[int, int, int, int]]:
+    """Writes the replica; returns its comparisons as (build, base build, seed build, seed base build)."""
     seed_builds = conn.execute("""
         SELECT b.id, tc.name, tc.family, c.sha, c.generation, c.id FROM seed.builds b
         JOIN seed.commits c ON c.id = b.commit_id JOIN seed.toolchains tc ON tc.id = b.toolchain_id
@@ -137,17 +158,14 @@ def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> N
             src = by_tc[source[name]][src_sha]
             build_ids[(i, name)] = _copy_build(conn, src, cid, tc_ids[name], cfg_id)
         parent = sha
-    # comparisons and their findings against the parent's build, copied from the seed where it has them
+    # each build against its parent's, and the seed builds they replicate (compared by _compare)
+    pairs = []
     for i in range(1, n_commits):
         src_head_sha = seed_commits[i % len(seed_commits)][1]
         src_base_sha = seed_commits[(i - 1) % len(seed_commits)][1]
         for name in names:
-            head, base = build_ids[(i, name)], build_ids[(i - 1, name)]
-            sh, sb = by_tc[source[name]][src_head_sha], by_tc[source[name]][src_base_sha]
-            conn.execute("INSERT INTO findings(build_id, base_build_id, kind, function, severity, message, data) "
-                         "SELECT ?, ?, kind, function, severity, message, data FROM seed.findings "
-                         "WHERE build_id = ? AND base_build_id = ?", (head, base, sh, sb))
-            conn.execute("INSERT INTO comparisons(build_id, base_build_id) VALUES (?, ?)", (head, base))
+            pairs.append((build_ids[(i, name)], build_ids[(i - 1, name)],
+                          by_tc[source[name]][src_head_sha], by_tc[source[name]][src_base_sha]))
     # every tenth commit opens a ten-patch series on the commit before it
     for start in range(1, n_commits, 10):
         shas = [_sha(i) for i in range(start, min(start + 10, n_commits))]
@@ -160,6 +178,7 @@ def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> N
                          "VALUES (?, ?, ?, ?, ?, 'applied')",
                          [(sid, k + 1, f"<bench-{start}-{k + 1}@localhost>",
                            f"[PATCH {k + 1}/{len(shas)}] bench patch", s) for k, s in enumerate(shas)])
+    return pairs
 
 
 def _copy_build(conn: sqlite3.Connection, src: int, commit_id: int, toolchain_id: int, config_id: int) -> int:
@@ -184,6 +203,9 @@ def _copy_build(conn: sqlite3.Connection, src: int, commit_id: int, toolchain_id
                      "SELECT ?, ce.new, cr.new, r.passed, r.reason, r.location FROM seed.remarks r "
                      "LEFT JOIN nmap ce ON ce.old = r.callee_id LEFT JOIN nmap cr ON cr.old = r.caller_id "
                      "WHERE r.object_id = ?", (new_oid, oid))
+    conn.execute("INSERT INTO function_sizes(name_id, build_id, size, declared, out_of_line, inlined_count) "
+                 "SELECT n.new, ?, p.size, p.declared, p.out_of_line, p.inlined_count FROM seed.function_sizes p "
+                 "JOIN nmap n ON n.old = p.name_id WHERE p.build_id = ?", (bid, src))
     conn.execute("INSERT INTO findings(build_id, base_build_id, kind, function, severity, message, data) "
                  "SELECT ?, NULL, kind, function, severity, message, data FROM seed.findings "
                  "WHERE build_id = ? AND base_build_id IS NULL", (bid, src))

@@ -6,7 +6,8 @@ Stages, each skipping what is already stored so that a re-run (or a run after a
   1. commits: a range ``A..B`` (first-parent) or an mbox applied with ``git am``;
   2. builds: (commit × toolchain × config) with all targets, analyzed with the remarks
      collected in the same compile, written by ``Store.record_build``;
-  3. comparisons: head-vs-parent findings per (toolchain, target), ``Store.record_comparison``;
+  3. comparisons: head-vs-parent findings and bloat-o-meter tables per (toolchain, target),
+     ``Store.record_comparison``;
   4. report: regenerated from the store (db.reports), never from the objects.
 """
 from __future__ import annotations
@@ -20,9 +21,10 @@ from analyzer.errors import InputError
 from ci import analysis, builder
 from ci.objects import object_record
 from ci.series import MboxSeries, apply as apply_series, pick_base, read_mbox
+from db import bloat_tables
 from db.errors import StoreError
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, Series, SeriesPatch
-from db.reports import PatchReport, SeriesReport, commit_report, series_report
+from db.reports import PatchReport, SeriesReport, commit_report, compute_tables, series_report
 from db.store import Store
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config
@@ -206,7 +208,8 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
 
 def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
                 config: Config | None = None) -> int:
-    """Stage 3: head-vs-parent findings for every stored pair not compared yet."""
+    """Stage 3: head-vs-parent findings for every stored pair not compared yet, with the bloat-o-meter
+    tables every report of the pair shows (computed here once, stored with them)."""
     key = builder.config_key(config)
     n = 0
     for tc in toolchains:
@@ -219,14 +222,17 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                 base = store.find_build(plan.tree.name, commit.parent_sha, tc, key, target, version)
                 if not head or not base or head.status != "ok" or base.status != "ok":
                     continue
-                if store.has_comparison(head.id, base.id):
+                # a comparison stored before its tables and counts were kept (0009) is made again
+                if store.has_comparison(head.id, base.id) and \
+                        bloat_tables.from_stored(store.comparison_tables(head.id, base.id)) is not None:
                     continue
                 findings: list[FindingRow] = []
                 base_facts, head_facts = store.object_facts(base.id), store.object_facts(head.id)
                 for path, hf in head_facts.items():
                     if path in base_facts:
                         findings += analysis.compare(base_facts[path], hf)
-                store.record_comparison(head.id, base.id, findings)
+                tables = bloat_tables.to_stored(compute_tables(store, base.id, head.id))
+                store.record_comparison(head.id, base.id, findings, tables)
                 n += 1
     return n
 

@@ -194,6 +194,36 @@ class HistoryPoint:
 
 
 @dataclass
+class FunctionLine:
+    """One (toolchain, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
+    None where that commit has no build under it (or the build has no symbol / no facts of it)."""
+    toolchain: str
+    target: str
+    build_id: list[int | None]
+    status: list[str | None]
+    size: list[int | None]
+    declared: list[str | None]
+    out_of_line: list[bool | None]
+    inlined_count: list[int | None]
+
+    def has(self, i: int) -> bool:
+        return self.build_id[i] is not None
+
+
+@dataclass
+class FunctionSeries:
+    """A function across the stored commits as columns: the commits in history order, and a line per
+    (toolchain, target) holding each commit's latest build there (lines in no particular order)."""
+    name: str
+    commits: list[Commit]
+    lines: list[FunctionLine]
+
+    @property
+    def points(self) -> int:
+        return sum(1 for ln in self.lines for b in ln.build_id if b is not None)
+
+
+@dataclass
 class MatrixRow:
     """One function across the toolchains of a commit: {toolchain: (size, declared, out_of_line, inlined)}."""
     name: str

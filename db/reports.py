@@ -1,7 +1,7 @@
 """Report data assembled from the store alone: per patch and toolchain, the bloat-o-meter
-tables against the parent commit (regenerated from stored symbols, byte-identical to
-``sizediff`` on the two objects) and the findings. Used by ``sizewatch report``, the
-pipeline's output, the dashboard and the mail bot.
+tables against the parent commit (stored with the comparison, or regenerated from stored
+symbols: byte-identical to ``sizediff`` on the two objects either way) and the findings.
+Used by ``sizewatch report``, the pipeline's output, the dashboard and the mail bot.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
 from analyzer.nm import Listing
+from db import bloat_tables
 from db.errors import StoreError
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
@@ -110,6 +111,18 @@ def _symbols(store: Store, build_id: int, cache: dict | None) -> SymbolSet:
     return cache[build_id]
 
 
+def compute_tables(store: Store, base_id: int, head_id: int, cache: dict | None = None) -> list[Comparison]:
+    """bloat-o-meter's default tables of two stored builds, from their symbols."""
+    return bloat.diff(_symbols(store, base_id, cache), _symbols(store, head_id, cache))
+
+
+def comparison_tables(store: Store, base_id: int, head_id: int, cache: dict | None = None) -> list[Comparison]:
+    """The tables stored with the comparison (migration 0009), else computed from the symbols: the same
+    tables either way (a store from before 0009, or a pair the pipeline has not compared)."""
+    stored = bloat_tables.from_stored(store.comparison_tables(head_id, base_id))
+    return stored if stored is not None else compute_tables(store, base_id, head_id, cache)
+
+
 def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: dict | None = None) -> ToolchainReport:
     """``cache`` (build id -> SymbolSet) lets a series report read each patch's symbols once."""
     rep = ToolchainReport(build.toolchain, build.toolchain_version, build.target, build.config_key,
@@ -120,7 +133,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None:
         rep.base_build_id, rep.base_status = base.id, base.status
     if base is not None and base.status == "ok" and build.status == "ok":
-        rep.tables = bloat.diff(_symbols(store, base.id, cache), _symbols(store, build.id, cache))
+        rep.tables = comparison_tables(store, base.id, build.id, cache)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if base is not None and base.status == "ok":
         before = {(f.kind, f.function) for f in store.findings_for(base.id) if f.base_build_id is None}

@@ -25,8 +25,10 @@ from typing import Callable, Iterable, Iterator, TypeVar
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.errors import StoreError
-from db.models import (SEVERITY_RANK, Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionRow, HistoryPoint, MatrixRow,
-                       ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
+from db.finding_counts import count_findings, own_keys
+from db.function_sizes import function_sizes, source_name
+from db.models import (SEVERITY_RANK, Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
+                       FunctionSeries, HistoryPoint, MatrixRow, ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 60_000
@@ -83,8 +85,11 @@ class Store(BotStore, ABC):
         """Write one build's entire result (replacing an earlier one for the same key) atomically."""
 
     @abstractmethod
-    def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow]) -> None:
-        """Store the head-vs-base findings of two stored builds (replacing earlier ones)."""
+    def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
+                          tables: dict | None = None) -> None:
+        """Store the head-vs-base findings of two stored builds (replacing earlier ones), with their
+        bloat-o-meter tables when given (``db.bloat_tables.to_stored``) and the counts the dashboard
+        shows (``db.finding_counts``)."""
 
     @abstractmethod
     def record_series(self, series: Series) -> int: ...
@@ -139,8 +144,19 @@ class Store(BotStore, ABC):
     def has_comparison(self, build_id: int, base_build_id: int) -> bool: ...
 
     @abstractmethod
+    def comparison_tables(self, build_id: int, base_build_id: int) -> dict | None:
+        """The tables stored with a comparison (None: not stored)."""
+
+    @abstractmethod
     def function_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
-                         target: str | None = None) -> list[HistoryPoint]: ...
+                         target: str | None = None) -> list[HistoryPoint]:
+        """The function in every stored build (every compiler version), along history."""
+
+    @abstractmethod
+    def function_series(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                        target: str | None = None) -> FunctionSeries:
+        """The same history as columns: the commits once, a line per (toolchain, target) holding each
+        commit's latest build. What a chart of thousands of points reads without an object per point."""
 
     @abstractmethod
     def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None) -> list[MatrixRow]: ...
@@ -347,6 +363,7 @@ class SqliteStore(SqliteBotStore, Store):
                  compress(rec.log), json.dumps(rec.errors), rec.analysis_version)).lastrowid
             for obj in rec.objects:
                 self._insert_object(conn, bid, obj)
+            self._insert_function_sizes(conn, bid, rec.objects)
             self._insert_findings(conn, bid, rec.findings)
             return bid
 
@@ -371,6 +388,12 @@ class SqliteStore(SqliteBotStore, Store):
                          [(oid, ids.get(r.callee) if r.callee else None, ids.get(r.caller) if r.caller else None,
                            int(r.passed), r.reason, r.location) for r in obj.remarks])
 
+    def _insert_function_sizes(self, conn: sqlite3.Connection, build_id: int, objects: list[ObjectRecord]) -> None:
+        rows = function_sizes(objects)
+        ids = self._name_ids(conn, rows)
+        conn.executemany("INSERT INTO function_sizes(name_id, build_id, size, declared, out_of_line, inlined_count) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", [(ids[n], build_id, *v) for n, v in rows.items()])
+
     @staticmethod
     def _insert_findings(conn: sqlite3.Connection, build_id: int, findings: list[FindingRow],
                          base_build_id: int | None = None) -> None:
@@ -379,12 +402,30 @@ class SqliteStore(SqliteBotStore, Store):
                          [(build_id, base_build_id if base_build_id is not None else f.base_build_id, f.kind,
                            f.function, f.severity, f.message, json.dumps(f.data)) for f in findings])
 
-    def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow]) -> None:
+    def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
+                          tables: dict | None = None) -> None:
         with self._tx() as conn:
             conn.execute("DELETE FROM findings WHERE build_id = ? AND base_build_id = ?", (build_id, base_build_id))
             self._insert_findings(conn, build_id, findings, base_build_id)
-            conn.execute("INSERT OR IGNORE INTO comparisons(build_id, base_build_id) VALUES (?, ?)",
-                         (build_id, base_build_id))
+            found = self._finding_keys(conn, [build_id, base_build_id])
+            counts = count_findings(found.get(build_id, ()), base_build_id, own_keys(found.get(base_build_id, ())))
+            conn.execute("INSERT INTO comparisons(build_id, base_build_id, counts) VALUES (?, ?, ?) "
+                         "ON CONFLICT(build_id, base_build_id) DO UPDATE SET counts = excluded.counts",
+                         (build_id, base_build_id, json.dumps(counts)))
+            if tables is not None:          # (they depend on the two builds' symbols alone: kept when not given)
+                conn.execute("INSERT OR REPLACE INTO comparison_tables(build_id, base_build_id, tables_z) "
+                             "VALUES (?, ?, ?)",
+                             (build_id, base_build_id, compress(json.dumps(tables, separators=(",", ":")))))
+
+    @staticmethod
+    def _finding_keys(conn: sqlite3.Connection, build_ids: list[int]) -> dict[int, list[tuple]]:
+        """Each build's findings as db.finding_counts reads them, from the findings_summary index alone
+        (0007), never the rows with their JSON data."""
+        found: dict[int, list[tuple]] = {}
+        for row in conn.execute("SELECT build_id, base_build_id, kind, function, severity, id FROM findings "
+                                "WHERE build_id IN (SELECT value FROM json_each(?))", (json.dumps(build_ids),)):
+            found.setdefault(row[0], []).append(row)
+        return found
 
     def record_series(self, s: Series) -> int:
         with self._tx() as conn:
@@ -506,43 +547,143 @@ class SqliteStore(SqliteBotStore, Store):
                                     (build_id, base_build_id)).fetchone() is not None
 
     @_retry_busy
-    def function_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
-                         target: str | None = None) -> list[HistoryPoint]:
-        """The function in every stored build where it has a symbol or inline facts, along history
-        (commit generation, then date).
+    def comparison_tables(self, build_id: int, base_build_id: int) -> dict | None:
+        row = self._conn().execute("SELECT tables_z FROM comparison_tables WHERE build_id = ? AND base_build_id = ?",
+                                   (build_id, base_build_id)).fetchone()
+        return json.loads(decompress(row[0])) if row else None
 
-        ``size`` sums the function's text symbols and its clones (``name.part.0``,
-        ``name.cold``, ``name.constprop.0``...): what the source function costs.
+    @staticmethod
+    def _build_filters(toolchain: str | None, tree: str | None, target: str | None) -> tuple[str, list]:
+        """SQL conditions on ``builds b`` (and their arguments) keeping one toolchain, tree or target."""
+        where, args = "", []
+        for cond, val in ((" AND b.toolchain_id IN (SELECT id FROM toolchains WHERE name = ?)", toolchain),
+                          (" AND b.commit_id IN (SELECT c.id FROM commits c JOIN trees t ON t.id = c.tree_id "
+                           "WHERE t.name = ?)", tree),
+                          (" AND b.target = ?", target)):
+            if val:
+                where += cond
+                args.append(val)
+        return where, args
+
+    def _history_rows(self, name: str, toolchain: str | None, tree: str | None, target: str | None) -> list[tuple]:
+        """Every stored build holding the function as (build id, commit id, toolchain id, target, status,
+        size, declared, out_of_line, inlined_count).
+
+        ``size`` sums the function's text symbols and its clones (``name.part.0``, ``name.cold``,
+        ``name.constprop.0``...): what the source function costs. A plain name is one index range of
+        function_sizes (0009); a name with a dot (one clone) is summed from the symbols. CROSS JOIN keeps
+        function_sizes the outer loop: with ANALYZE statistics sqlite otherwise walks every build and
+        probes function_sizes per build (8,000 probes: 25 ms instead of 7).
         """
         conn = self._conn()
+        where, args = self._build_filters(toolchain, tree, target)
+        head = "SELECT b.id, b.commit_id, b.toolchain_id, b.target, b.status"
+        if source_name(name) != name:
+            return self._clone_history_rows(conn, name, f"{head} FROM builds b "
+                                            f"WHERE b.id IN (SELECT value FROM json_each(?)){where}", args)
+        nid = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+        return conn.execute(f"{head}, p.size, p.declared, p.out_of_line, p.inlined_count FROM function_sizes p "
+                            f"CROSS JOIN builds b ON b.id = p.build_id WHERE p.name_id = ?{where}",
+                            [nid[0], *args]).fetchall() if nid else []
+
+    def _history_columns(self, name: str, toolchain: str | None, tree: str | None,
+                         target: str | None) -> list[tuple]:
+        """The same as (toolchain id, target, build ids, commit ids, statuses, sizes, declared, out_of_line,
+        inlined_count): one tuple of parallel lists per toolchain id and target.
+
+        For a plain name sqlite gathers each of those lists into a JSON array: the sqlite3 module turns
+        every row into Python objects and releases the GIL per row, so 8,000 rows cost ~12 ms alone and,
+        beside a busy request thread, wait up to the 5 ms switch interval each; 8 rows of JSON decode in C.
+        """
+        if source_name(name) != name:
+            lines: dict[tuple, list[tuple]] = {}
+            for r in self._history_rows(name, toolchain, tree, target):
+                lines.setdefault((r[2], r[3]), []).append(r)
+            return [(tcid, tgt, *(list(col) for i, col in enumerate(zip(*rows)) if i not in (2, 3)))
+                    for (tcid, tgt), rows in lines.items()]
+        conn = self._conn()
+        nid = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+        if nid is None:
+            return []
+        where, args = self._build_filters(toolchain, tree, target)
+        cols = ("b.id", "b.commit_id", "b.status", "p.size", "p.declared", "p.out_of_line", "p.inlined_count")
+        rows = conn.execute(f"SELECT b.toolchain_id, b.target, {', '.join(f'json_group_array({c})' for c in cols)} "
+                            f"FROM function_sizes p CROSS JOIN builds b ON b.id = p.build_id "
+                            f"WHERE p.name_id = ?{where} GROUP BY b.toolchain_id, b.target", [nid[0], *args]).fetchall()
+        return [(tcid, tgt, *map(json.loads, arrays)) for tcid, tgt, *arrays in rows]
+
+    def _commits_by_id(self, ids: Iterable[int]) -> dict[int, Commit]:
+        rows = self._conn().execute(
+            "SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id, c.generation FROM commits c "
+            "JOIN trees t ON t.id = c.tree_id WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(ids))),))
+        return {c.id: c for c in (Commit(*r) for r in rows)}
+
+    def _toolchain_names(self) -> dict[int, tuple[str, str]]:
+        """(name, version) by id: history rows carry the id, 8,000 copies of the strings cost more than the query."""
+        return {i: (n, v) for i, n, v in self._conn().execute("SELECT id, name, version FROM toolchains")}
+
+    @staticmethod
+    def _clone_history_rows(conn: sqlite3.Connection, name: str, builds_q: str, args: list) -> list[tuple]:
         ids = [i for (i,) in conn.execute("SELECT id FROM names WHERE name = ? OR (name > ? AND name < ?)",
                                           (name, name + ".", name + "/"))]
         if not ids:
             return []
         exact = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
-        # three index-only reads merged here: LEFT JOINs of aggregates make sqlite rescan per build
+        # index-only reads merged here: LEFT JOINs of aggregates make sqlite rescan per build
         sizes = dict(conn.execute(
             f"SELECT o.build_id, sum(s.size) FROM symbols s JOIN objects o ON o.id = s.object_id "
             f"WHERE s.name_id IN ({','.join('?' * len(ids))}) AND s.letter IN ('t','T','w','W') GROUP BY o.build_id",
             ids))
-        facts = {bid: (decl, bool(ool), ic) for bid, decl, ool, ic in conn.execute(
+        facts = {bid: (decl, ool, ic) for bid, decl, ool, ic in conn.execute(
             "SELECT o.build_id, f.declared, f.out_of_line, f.inlined_count FROM functions f "
             "JOIN objects o ON o.id = f.object_id WHERE f.name_id = ?", (exact[0] if exact else -1,))}
         wanted = sorted(sizes.keys() | facts.keys())
-        if not wanted:
-            return []
-        q = ("SELECT c.sha, c.subject, c.date, tc.name, tc.version, b.target, b.id, b.status FROM builds b "
-             "JOIN commits c ON c.id = b.commit_id JOIN trees t ON t.id = c.tree_id "
-             "JOIN toolchains tc ON tc.id = b.toolchain_id WHERE b.id IN (SELECT value FROM json_each(?))")
-        args: list = [json.dumps(wanted)]
-        for col, val in (("tc.name", toolchain), ("t.name", tree), ("b.target", target)):
-            if val:
-                q += f" AND {col} = ?"
-                args.append(val)
-        q += " ORDER BY coalesce(c.generation, 0), c.date, c.id, tc.name, b.id"
         none = (None, None, None)
-        return [HistoryPoint(sha, subj, date, tc, ver, tgt, bid, st, sizes.get(bid), *facts.get(bid, none))
-                for sha, subj, date, tc, ver, tgt, bid, st in conn.execute(q, args)]
+        return [(*r, sizes.get(r[0]), *facts.get(r[0], none))
+                for r in conn.execute(builds_q, [json.dumps(wanted), *args])] if wanted else []
+
+    @staticmethod
+    def _history_order(c: Commit) -> tuple:
+        return (c.generation or 0, c.date, c.id)
+
+    @_retry_busy
+    def function_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                         target: str | None = None) -> list[HistoryPoint]:
+        """Ordered by commit (generation, then date), then toolchain name and build id."""
+        rows = self._history_rows(name, toolchain, tree, target)
+        commits, tcs = self._commits_by_id(r[1] for r in rows), self._toolchain_names()
+        rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
+        out = []
+        for bid, cid, tcid, tgt, st, size, decl, ool, ic in rows:
+            c = commits[cid]
+            out.append(HistoryPoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, st, size, decl,
+                                    None if ool is None else bool(ool), ic))
+        return out
+
+    @_retry_busy
+    def function_series(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                        target: str | None = None) -> FunctionSeries:
+        found = self._history_columns(name, toolchain, tree, target)
+        commits = self._commits_by_id(cid for f in found for cid in f[3])
+        tcs = self._toolchain_names()
+        order = sorted(commits.values(), key=self._history_order)
+        pos = {c.id: i for i, c in enumerate(order)}
+        n = len(order)
+        lines: dict[tuple[str, str], FunctionLine] = {}
+        for tcid, tgt, bids, cids, sts, sizes, decls, ools, ics in found:
+            key = (tcs[tcid][0], tgt)           # several versions of one toolchain name: one line
+            line = lines.get(key)
+            if line is None:
+                line = lines[key] = FunctionLine(*key, *([None] * n for _ in range(6)))
+            have = line.build_id
+            for bid, cid, st, size, decl, ool, ic in zip(bids, cids, sts, sizes, decls, ools, ics):
+                i = pos[cid]
+                if have[i] is not None and have[i] > bid:
+                    continue                    # a commit's latest build of the line wins
+                have[i], line.status[i], line.size[i], line.declared[i] = bid, st, size, decl
+                line.out_of_line[i], line.inlined_count[i] = None if ool is None else bool(ool), ic
+        return FunctionSeries(name, order, list(lines.values()))
 
     @_retry_busy
     def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None) -> list[MatrixRow]:
@@ -551,18 +692,23 @@ class SqliteStore(SqliteBotStore, Store):
         for b in self.builds_for_commit(sha, tree):
             if b.status == "ok" and (target is None or b.target == target):
                 builds[b.toolchain] = b          # ordered by id: the latest wins
-        cells: dict[str, dict] = {}
         conn = self._conn()
+        ids = json.dumps([b.id for b in builds.values()])
+        # one JSON object per build, gathered by sqlite (see _history_columns: rows cost more than the query)
+        sizes = {bid: json.loads(doc) for bid, doc in conn.execute(
+            "SELECT build_id, json_group_object(name, size) FROM (SELECT o.build_id AS build_id, n.name AS name, "
+            "sum(s.size) AS size FROM objects o JOIN symbols s ON s.object_id = o.id JOIN names n ON n.id = s.name_id "
+            "WHERE o.build_id IN (SELECT value FROM json_each(?)) AND s.letter IN ('t','T','w','W') "
+            "GROUP BY o.build_id, n.name) GROUP BY build_id", (ids,))}
+        facts = {bid: json.loads(doc) for bid, doc in conn.execute(
+            "SELECT o.build_id, json_group_object(n.name, json_array(f.declared, f.out_of_line, f.inlined_count)) "
+            "FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id "
+            "WHERE o.build_id IN (SELECT value FROM json_each(?)) GROUP BY o.build_id", (ids,))}
+        cells: dict[str, dict] = {}
         for label, b in builds.items():
-            for name, size in conn.execute(
-                    "SELECT n.name, sum(s.size) FROM objects o JOIN symbols s ON s.object_id = o.id "
-                    "JOIN names n ON n.id = s.name_id WHERE o.build_id = ? AND s.letter IN ('t','T','w','W') "
-                    "GROUP BY n.name", (b.id,)):
+            for name, size in sizes.get(b.id, {}).items():
                 cells.setdefault(name, {})[label] = [size, None, None, None]
-            for name, decl, ool, ic in conn.execute(
-                    "SELECT n.name, f.declared, f.out_of_line, f.inlined_count FROM objects o "
-                    "JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id WHERE o.build_id = ?",
-                    (b.id,)):
+            for name, (decl, ool, ic) in facts.get(b.id, {}).items():
                 cell = cells.setdefault(name, {}).setdefault(label, [None, None, None, None])
                 cell[1:] = [decl, bool(ool), ic]
         out = []
@@ -652,7 +798,8 @@ class SqliteStore(SqliteBotStore, Store):
         out: list[BuildSummary] = []
         for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors) in heads.items():
             base = bases.get((tname, parent, tc, ver, key, target)) if parent else None
-            out.append(BuildSummary(sha, bid, tc, ver, key, target, status, json.loads(errors), None,
+            out.append(BuildSummary(sha, bid, tc, ver, key, target, status,
+                                    json.loads(errors) if errors != "[]" else [], None,
                                     base[0] if base else None, base[1] if base else None))
         ids = [s.build_id for s in out] + [s.base_build_id for s in out if s.base_build_id is not None]
         ids_json = json.dumps(ids)
@@ -661,31 +808,28 @@ class SqliteStore(SqliteBotStore, Store):
         for s in out:
             s.text = text.get(s.build_id) if s.status == "ok" else None
             s.base_text = text.get(s.base_build_id) if s.base_status == "ok" else None
-        # read from the findings_summary index alone (0007), never the rows with their JSON data
-        found: dict[int, list[tuple]] = {}
-        for row in conn.execute("SELECT build_id, base_build_id, kind, function, severity, id FROM findings "
-                                "WHERE build_id IN (SELECT value FROM json_each(?))", (ids_json,)):
-            found.setdefault(row[0], []).append(row)
+        # counts stored with the comparison (0009), all in one JSON document (~500 small json.loads calls
+        # cost ~4 ms); builds without stored counts are counted here from their findings
+        (doc,) = conn.execute(
+            "SELECT json_group_array(json_array(build_id, base_build_id, json(counts))) FROM comparisons "
+            "WHERE counts IS NOT NULL AND build_id IN (SELECT value FROM json_each(?))",
+            (json.dumps([s.build_id for s in out]),)).fetchone()
+        stored = {(b, base): c for b, base, c in json.loads(doc)}
+        counts: list[dict | None] = [stored.get((s.build_id, s.base_build_id)) if s.base_status == "ok" else None
+                                     for s in out]
+        missing = [s for s, c in zip(out, counts) if c is None]
+        if missing:
+            found = self._finding_keys(conn, [s.build_id for s in missing] +
+                                       [s.base_build_id for s in missing if s.base_status == "ok"])
+            for k, s in enumerate(out):
+                if counts[k] is None:
+                    before = own_keys(found.get(s.base_build_id, ())) if s.base_status == "ok" else set()
+                    counts[k] = count_findings(found.get(s.build_id, ()), s.base_build_id, before)
         worst_ids: dict[int, BuildSummary] = {}
-        for s in out:
-            before = ({(k, fn) for _, b, k, fn, _, _ in found.get(s.base_build_id, ()) if b is None}
-                      if s.base_status == "ok" else set())
-            sev_n, kind_n, best = s.severities, s.kinds, None
-            for _, b, k, fn, sev, fid in found.get(s.build_id, ()):
-                if b is None and (k, fn) in before:
-                    s.carried += 1
-                    continue
-                if b is not None and b != s.base_build_id:
-                    continue
-                sev = sev or "info"
-                sev_n[sev] = sev_n.get(sev, 0) + 1
-                kind_n[k] = kind_n.get(k, 0) + 1
-                key = (SEVERITY_RANK.get(sev, 4), b is None, k, fn, fid)
-                if best is None or key < best:
-                    best = key
-            if best is not None:
-                worst_ids[best[-1]] = s
-            s.severities = dict(sorted(sev_n.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4)))
+        for s, c in zip(out, counts):
+            s.severities, s.kinds, s.carried = c["severities"], c["kinds"], c["carried"]
+            if c["worst"] is not None:
+                worst_ids[c["worst"]] = s
         if worst_ids:                   # messages only for each build's worst finding: the rest are counted
             for fid, kind, fn, sev, msg, b in conn.execute(
                     "SELECT id, kind, function, severity, message, base_build_id FROM findings "
