@@ -8,12 +8,14 @@ from web import errors, formatting
 from web.jobs import Jobs
 from web.settings import WebSettings
 from web.symbol_cache import SymbolCache
+from web.templating import DashboardEnvironment
 
 
 def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
     """An app serving ``settings.db`` (or the given store). Each page module brings its own routes."""
     from web.pages import PAGES
     app = Flask(__name__)
+    app.jinja_environment = DashboardEnvironment
     app.json.sort_keys = False
     app.extensions["sizewatch.settings"] = settings
     app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)

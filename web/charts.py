@@ -8,11 +8,12 @@ web/package-lock.json, installed by scripts/install.sh and served by the app fro
 milliseconds to draw on every request, while the page must answer in ≤ 50 ms;
 Chart.js draws that on a canvas in the browser, and gives per-point tooltips (commit,
 size, inline status), point styles per inline status and clicks through to the commit,
-all maintained upstream. The server only ships compact columns (below).
+all maintained upstream. The server only ships compact columns (below), built straight
+from the store's columns (``Store.function_series``): no object per point.
 """
 from __future__ import annotations
 
-from db.models import HistoryPoint
+from db.models import FunctionLine, FunctionSeries
 from db.reports import toolchain_key
 
 # What a point says about the function's inline status (the marker drawn, and the legend's words).
@@ -20,59 +21,57 @@ STATES = ("out of line", "out of line, also inlined", "inlined only", "not analy
 MARKERS = ("circle", "rectRot", "triangle", "crossRot", "cross", "rect")
 
 
-def state(p: HistoryPoint) -> int:
-    if p.status != "ok":
+def state(status: str, size: int | None, declared: str | None, out_of_line: bool | None,
+          inlined_count: int | None) -> int:
+    """One point's index into STATES."""
+    if status != "ok":
         return 5
-    if p.declared is None:
-        return 3 if p.size else 4
-    if p.out_of_line:
-        return 1 if p.inlined_count else 0
-    return 2 if p.inlined_count else 4
+    if declared is None:
+        return 3 if size else 4
+    if out_of_line:
+        return 1 if inlined_count else 0
+    return 2 if inlined_count else 4
 
 
-def status_text(p: HistoryPoint) -> str:
-    """The inline status of one point in words, as the tooltip and the changes table show it."""
-    s = state(p)
-    if s == 5:
-        return f"build {p.status}"
-    if s in (3, 4) and p.declared is None:
-        return STATES[s]
-    declared = f"{p.declared}: " if p.declared and p.declared != "unknown" else ""
-    if s == 0:
-        return f"{declared}out of line"
-    if s == 1:
-        return f"{declared}out of line, also inlined {p.inlined_count}x"
-    if s == 2:
-        return f"{declared}inlined {p.inlined_count}x, no out-of-line copy"
-    return f"{declared}absent"
+def line_states(line: FunctionLine) -> list[int | None]:
+    """The state of every point of a line (None where the commit has no build under it)."""
+    return [None if st is None else state(st, z, d, o, n)
+            for st, z, d, o, n in zip(line.status, line.size, line.declared, line.out_of_line, line.inlined_count)]
 
 
-def history_columns(points: list[HistoryPoint], states: list[int] | None = None) -> dict:
-    """Commits in history order and the lines (gcc first, then clang, by version), each with sizes,
-    states (an index into STATES), inline counts and declarations aligned with the commits (None: no point)."""
-    order: dict[str, int] = {}
-    commits: dict[str, list] = {"sha": [], "subject": [], "date": []}
-    for p in points:
-        if p.commit_sha not in order:
-            order[p.commit_sha] = len(order)
-            commits["sha"].append(p.commit_sha)
-            commits["subject"].append(p.subject)
-            commits["date"].append(p.date)
-    multi_target = len({p.target for p in points}) > 1
-    lines: dict[str, dict] = {}
-    states = states if states is not None else [state(p) for p in points]
-    for p, st in zip(points, states):
-        label = f"{p.toolchain} {p.target}" if multi_target else p.toolchain
-        line = lines.get(label)
-        if line is None:
-            line = lines[label] = {"toolchain": p.toolchain, "target": p.target,
-                                   "size": [None] * len(order), "state": [None] * len(order),
-                                   "inlined": [None] * len(order), "declared": [None] * len(order)}
-        i = order[p.commit_sha]
-        line["size"][i] = p.size if p.status == "ok" else None
-        line["state"][i] = st
-        line["inlined"][i] = p.inlined_count
-        line["declared"][i] = p.declared
-    ordered = [{"label": label, **line} for label, line in
-               sorted(lines.items(), key=lambda kv: (toolchain_key(kv[1]["toolchain"]), kv[1]["target"]))]
-    return {"commits": commits, "lines": ordered, "states": list(STATES), "markers": list(MARKERS)}
+def status_text(line: FunctionLine, i: int, st: int) -> str:
+    """The inline status of point ``i`` (state ``st``) in words, as the tooltip and the changes table show it."""
+    declared, inlined = line.declared[i], line.inlined_count[i]
+    if st == 5:
+        return f"build {line.status[i]}"
+    if st in (3, 4) and declared is None:
+        return STATES[st]
+    prefix = f"{declared}: " if declared and declared != "unknown" else ""
+    if st == 0:
+        return f"{prefix}out of line"
+    if st == 1:
+        return f"{prefix}out of line, also inlined {inlined}x"
+    if st == 2:
+        return f"{prefix}inlined {inlined}x, no out-of-line copy"
+    return f"{prefix}absent"
+
+
+def ordered_lines(series: FunctionSeries) -> list[tuple[str, FunctionLine]]:
+    """(label, line): gcc first, then clang, by version; the target in the label when there are several."""
+    multi_target = len({ln.target for ln in series.lines}) > 1
+    lines = sorted(series.lines, key=lambda ln: (toolchain_key(ln.toolchain), ln.target))
+    return [(f"{ln.toolchain} {ln.target}" if multi_target else ln.toolchain, ln) for ln in lines]
+
+
+def history_columns(series: FunctionSeries, lines: list[tuple[str, FunctionLine]],
+                    states: list[list[int | None]]) -> dict:
+    """Commits in history order and the lines, each with sizes (None: build failed), states (an index
+    into STATES), inline counts and declarations aligned with the commits (None: no point)."""
+    commits = series.commits
+    return {"commits": {"sha": [c.sha for c in commits], "subject": [c.subject for c in commits],
+                        "date": [c.date for c in commits]},
+            "lines": [{"label": label, "toolchain": ln.toolchain, "target": ln.target,
+                       "size": [z if s == "ok" else None for z, s in zip(ln.size, ln.status)],
+                       "state": st, "inlined": ln.inlined_count, "declared": ln.declared}
+                      for (label, ln), st in zip(lines, states)],
+            "states": list(STATES), "markers": list(MARKERS)}

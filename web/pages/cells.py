@@ -22,29 +22,35 @@ def _brief(f: FindingRow | None) -> dict | None:
 
 def cell(summaries: list[BuildSummary]) -> dict:
     """Worst build status, summed text sizes and deltas, finding counts and the worst finding."""
-    status = min((s.status for s in summaries), key=lambda st: _STATUS_RANK.get(st, -1))
-    severities: dict[str, int] = {}
-    kinds: dict[str, int] = {}
-    for s in summaries:
-        for k, n in s.severities.items():
-            severities[k] = severities.get(k, 0) + n
-        for k, n in s.kinds.items():
-            kinds[k] = kinds.get(k, 0) + n
+    if len(summaries) == 1:             # one target: nearly every cell (a page has ~500): nothing to add up
+        (s,) = summaries
+        status, severities, kinds = s.status, s.severities, dict(s.kinds)
+        base = "not built" if s.base_status is None else s.base_status
+        worst = s.worst
+    else:
+        status = min((s.status for s in summaries), key=lambda st: _STATUS_RANK.get(st, -1))
+        severities, kinds = {}, {}
+        for s in summaries:
+            for k, n in s.severities.items():
+                severities[k] = severities.get(k, 0) + n
+            for k, n in s.kinds.items():
+                kinds[k] = kinds.get(k, 0) + n
+        base = "not built" if any(s.base_status is None for s in summaries) else \
+            min((s.base_status for s in summaries), key=lambda st: _STATUS_RANK.get(st, -1))
+        worst = _worst([s.worst for s in summaries if s.worst])
     deltas = [s.text_delta for s in summaries]
-    base_missing = any(s.base_status is None for s in summaries)
     return {
         "status": status,
         "build_ids": [s.build_id for s in summaries],
         "targets": [s.target for s in summaries],
         "text": None if any(s.text is None for s in summaries) else sum(s.text for s in summaries),
         "text_delta": None if any(d is None for d in deltas) else sum(deltas),
-        "base": "not built" if base_missing else min((s.base_status for s in summaries),
-                                                     key=lambda st: _STATUS_RANK.get(st, -1)),
+        "base": base,
         "findings": sum(severities.values()),
         "severities": dict(sorted(severities.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4))),
         "kinds": kinds,
         "carried": sum(s.carried for s in summaries),
-        "worst": _brief(_worst([s.worst for s in summaries if s.worst])),
+        "worst": _brief(worst),
         "error": next((e for s in summaries for e in s.errors), None) if status != "ok" else None,
     }
 

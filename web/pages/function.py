@@ -4,59 +4,54 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, jsonify, render_template
 
-from db.models import HistoryPoint
+from db.models import Commit, FunctionLine
 from db.store import Store
 from web import charts, context, params
 
 bp = Blueprint("function", __name__)
 
 
-def changes(points: list[HistoryPoint], states: list[int], limit: int) -> tuple[list[dict], int]:
+def changes(chart: dict, lines: list[tuple[str, FunctionLine]], commits: list[Commit],
+            limit: int) -> tuple[list[dict], int]:
     """The latest ``limit`` points (newest first) whose size or inline status differs from the previous
-    point of the same line, and how many there are in all."""
-    last: dict[tuple, int] = {}
-    changed: list[tuple[int, int]] = []
-    for i, p in enumerate(points):
-        key = (p.toolchain, p.target)
-        j = last.get(key)
-        last[key] = i
-        if j is None:
-            continue
-        q = points[j]
-        size = p.size if p.status == "ok" else None
-        prev_size = q.size if q.status == "ok" else None
-        if size != prev_size or states[i] != states[j] or p.inlined_count != q.inlined_count:
-            changed.append((j, i))
+    point of the same line, and how many there are in all (read from the chart's columns)."""
+    changed: list[tuple] = []
+    for col, (_, ln) in zip(chart["lines"], lines):
+        size, st, inlined = col["size"], col["state"], col["inlined"]
+        present = [i for i, s in enumerate(st) if s is not None]
+        for j, i in zip(present, present[1:]):
+            if size[i] != size[j] or st[i] != st[j] or inlined[i] != inlined[j]:
+                changed.append((i, ln.toolchain, ln.build_id[i], j, ln, col))
+    changed.sort(key=lambda c: c[:3])         # history order, as the commits go
     out = []
-    for j, i in reversed(changed[-limit:] if limit else []):
-        p, q = points[i], points[j]
-        size = p.size if p.status == "ok" else None
-        prev_size = q.size if q.status == "ok" else None
-        out.append({"commit": p.commit_sha, "subject": p.subject, "date": p.date, "toolchain": p.toolchain,
-                    "target": p.target, "old": prev_size, "new": size,
-                    "delta": None if size is None or prev_size is None else size - prev_size,
-                    "was": charts.status_text(q), "now": charts.status_text(p), "url": f"/commit/{p.commit_sha}"})
+    for i, tc, _, j, ln, col in reversed(changed[-limit:] if limit else []):
+        c, old, new = commits[i], col["size"][j], col["size"][i]
+        out.append({"commit": c.sha, "subject": c.subject, "date": c.date, "toolchain": tc, "target": ln.target,
+                    "old": old, "new": new, "delta": None if new is None or old is None else new - old,
+                    "was": charts.status_text(ln, j, col["state"][j]),
+                    "now": charts.status_text(ln, i, col["state"][i]),
+                    "url": f"/commit/{c.sha}"})
     return out, len(changed)
 
 
 def function_data(store: Store, name: str, toolchain: str | None = None, target: str | None = None,
                   limit: int = 50) -> dict:
-    points = store.function_history(params.function_name(name), toolchain, target=target)
-    if not points:
+    series = store.function_series(params.function_name(name), toolchain, target=target)
+    if not series.lines:
         where = f" under {toolchain}" if toolchain else ""
         abort(404, description=f"no function {name} in any stored build{where}")
-    states = [charts.state(p) for p in points]
-    cols = charts.history_columns(points, states)
-    changed, n_changed = changes(points, states, limit)
-    multi_target = len({p.target for p in points}) > 1
-    latest: dict[str, HistoryPoint] = {}
-    for p in points:                          # history order: the last point of each line wins
-        latest[f"{p.toolchain} {p.target}" if multi_target else p.toolchain] = p
-    current = [{"line": label, "toolchain": latest[label].toolchain, "commit": latest[label].commit_sha,
-                "size": latest[label].size if latest[label].status == "ok" else None,
-                "status": charts.status_text(latest[label])} for label in (ln["label"] for ln in cols["lines"])]
-    return {"function": name, "toolchain": toolchain, "target": target, "points": len(points),
-            "chart": cols, "current": current,
+    lines = charts.ordered_lines(series)
+    states = [charts.line_states(ln) for _, ln in lines]
+    chart = charts.history_columns(series, lines, states)
+    changed, n_changed = changes(chart, lines, series.commits, limit)
+    current = []
+    for (label, ln), st in zip(lines, states):
+        i = next(k for k in range(len(st) - 1, -1, -1) if st[k] is not None)     # the line's latest point
+        current.append({"line": label, "toolchain": ln.toolchain, "commit": series.commits[i].sha,
+                        "size": ln.size[i] if ln.status[i] == "ok" else None,
+                        "status": charts.status_text(ln, i, st[i])})
+    return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,
+            "chart": chart, "current": current,
             "changes": changed, "changes_total": n_changed,
             "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
 
