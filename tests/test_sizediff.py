@@ -297,3 +297,25 @@ def test_listing_is_nm_size_sort_on_page_alloc(example_series):
         assert len(want) > 200
         assert ours_size_sort(built.object_path) == want
         assert numpy_size_sort(built.object_path) == want
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+def test_plain_command_lines_read_as_click_reads_them():
+    """bloat-o-meter's own command lines skip click's import (analyzer.sizediff_cli.plain_args):
+    each one it takes must mean what the click command makes of it; the rest go to click."""
+    from analyzer.sizediff_cli import plain_args
+    from analyzer.sizediff_command import command
+    taken = [["a.o", "b.o"], ["-c", "a.o", "b.o"], ["a.o", "-d", "b.o"], ["a.o", "b.o", "-t"],
+             ["--no-weak", "a.o", "b.o"], ["-t", "--no-weak", "a.o", "b.o"], ["--no-weak", "--no-weak", "a", "b"],
+             ["-p", "aarch64-linux-gnu-", "-c", "a.o", "b.o"], ["a.o", "b.o", "-p", "x"], ["-p", "x", "-p", "", "a", "b"],
+             ["dir/a b.o", "dir/c.o"]]
+    for args in taken:
+        params = command.make_context("sizediff", list(args)).params
+        want = (params["mode"] or "default", not params["no_weak"], params["file1"], params["file2"])
+        assert plain_args(args) == want, args
+    left_to_click = [[], ["a.o"], ["a", "b", "c"], ["-c", "-d", "a", "b"], ["-c", "-c", "a", "b"], ["-ct", "a", "b"],
+                     ["-p"], ["a", "b", "-p"], ["-p", "-c", "a", "b"], ["-pfoo", "a", "b"], ["--json", "a", "b"],
+                     ["--no-pfx", "a", "b"], ["-h"], ["--help"], ["--", "a", "b"], ["-", "b"], ["", "b"]]
+    for args in left_to_click:
+        assert plain_args(args) is None, args
