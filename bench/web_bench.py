@@ -8,6 +8,7 @@ then with --connections at once (several users on the 2-core box). Beside it, th
 same report through the CLI (``sizewatch report SHA``), what a user runs without the dashboard.
 
     .venv/bin/python bench/web_bench.py [--seconds 8] [--connections 4] [--commits 1000] [--toolchains 8]
+                                        [--threads 2]
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -50,14 +52,17 @@ end
 """
 
 
-def start_server(db: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([*SIZEWATCH, "serve", "--db", str(db), "--host", "127.0.0.1", "--port", "0"],
+def start_server(db: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*SIZEWATCH, "serve", "--db", str(db), "--host", "127.0.0.1", "--port", "0",
+                             "--threads", str(threads)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
     m = re.search(r"on (http://127\.0\.0\.1:\d+)/", line)
     if not m:
         proc.kill()
         sys.exit(f"bench: sizewatch serve did not start: {line.strip()}")
+    # keep reading what the server logs: a full pipe would stop it in the middle of a run
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
     return proc, m[1]
 
 
@@ -106,6 +111,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--toolchains", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2, help="the server's request threads (sizewatch serve's default)")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench: wrk missing (scripts/install.sh installs it)")
@@ -127,15 +133,15 @@ def main() -> None:
         ("function page, one toolchain", ["/function/get_page_from_freelist?toolchain=clang-19"]),
         ("toolchain matrix", [f"/matrix/{s}" for s in picks]),
     ]
-    proc, base = start_server(path)
+    proc, base = start_server(path, args.threads)
     try:
         for _, paths in pages:                      # every page answers 200 before it is timed
             for p in paths[:3]:
                 with urllib.request.urlopen(base + p, timeout=60) as r:
                     assert r.status == 200, p
         print(f"store: {len(commits)} commits x {n_tc} toolchains, {os.path.getsize(path) / 1e6:.0f} MB ({path})")
-        print(f"server: sizewatch serve (waitress, 8 threads) on {base}; load: wrk, {args.seconds} s per page "
-              f"and concurrency; {os.cpu_count()} cores shared by server and load tool")
+        print(f"server: sizewatch serve (waitress, {args.threads} threads) on {base}; load: wrk, {args.seconds} s "
+              f"per page and concurrency; {os.cpu_count()} cores shared by server and load tool")
         print(f"  {'page':36} {'conns':>5} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
               f"  (target: p95 <= 50 ms)")
         worst = 0.0

@@ -19,7 +19,8 @@ import click
               help="token that actions (re-run) need; also $SIZEWATCH_TOKEN. Without one the server is read-only")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help="read the token from the first line of this file (keeps it out of the process list)")
-@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="request threads")
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 256),
+              help="request threads (pages are CPU work under one GIL: more threads only queue behind each other)")
 def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, threads: int) -> None:
     """Serve the dashboard (pages, JSON API under /api/) for a store."""
     from db.errors import StoreError
@@ -36,8 +37,12 @@ def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_fil
         sys.exit(1)
     from waitress import create_server
     from web.app import create_app
+    from web.heap import freeze_startup_heap
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # with few threads requests wait their turn by design: not a warning per queued request
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     app = create_app(settings, store)
+    freeze_startup_heap(app)
     try:
         server = create_server(app, host=host, port=port, threads=threads, ident="sizewatch")
     except OSError as e:
