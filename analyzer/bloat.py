@@ -7,6 +7,7 @@ stripping with sizes summed, and the (delta, name) descending sort.
 from __future__ import annotations
 
 import functools
+import itertools
 import marshal
 import os
 import re
@@ -68,26 +69,28 @@ def _bloat_names(names: list[str], skip_compiler: bool) -> list[str | None]:
     """
     if not names:
         return []
-    joined = "\0".join(names)
-    starts = [m.start() for m in _filtered_pattern(skip_compiler).finditer("\0" + joined + "\0")]
+    joined = "\0".join(itertools.chain(("",), names))     # a NUL before every name, the first too
+    # where the NUL before each filtered name is
+    nuls = [m.start() for m in _filtered_pattern(skip_compiler).finditer(joined)]
     colon = joined.find(":")
     while colon >= 0:                               # bloat-o-meter skips every nm line with a ':'
-        starts.append(joined.rfind("\0", 0, colon) + 1)
+        nuls.append(joined.rfind("\0", 0, colon))
         colon = joined.find(":", colon + 1)
     out: list[str | None] = strip_number(joined).split("\0")
+    del out[0]
     index = prev = 0
-    for start in sorted(starts):                    # where a name starts -> its index
-        index += joined.count("\0", prev, start)
-        prev = start
+    for nul in sorted(nuls):                        # the NUL before name i is the i-th (from 0)
+        index += joined.count("\0", prev, nul)
+        prev = nul
         out[index] = None
     return out
 
 
 @functools.cache
 def _filtered_pattern(skip_compiler: bool) -> re.Pattern[str]:
-    """A NUL then a name bloat-o-meter filters out: the generated prefixes and names."""
+    """A NUL, then a name bloat-o-meter filters out (generated prefixes, whole generated names)."""
     prefixes = _GENERATED_PREFIXES + (_COMPILER_PREFIXES if skip_compiler else ())
-    return re.compile("\0(?:%s|(?:%s)(?=\0))" % ("|".join(map(re.escape, prefixes)),
+    return re.compile("\0(?:%s|(?:%s)(?=\0|\Z))" % ("|".join(map(re.escape, prefixes)),
                                                   "|".join(map(re.escape, _GENERATED_NAMES))))
 
 
