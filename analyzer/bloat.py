@@ -90,7 +90,7 @@ def _bloat_names(names: list[str], skip_compiler: bool) -> list[str | None]:
 def _filtered_pattern(skip_compiler: bool) -> re.Pattern[str]:
     """A NUL, then a name bloat-o-meter filters out (generated prefixes, whole generated names)."""
     prefixes = _GENERATED_PREFIXES + (_COMPILER_PREFIXES if skip_compiler else ())
-    return re.compile("\0(?:%s|(?:%s)(?=\0|\Z))" % ("|".join(map(re.escape, prefixes)),
+    return re.compile("\0(?:%s|(?:%s)(?=\0|\\Z))" % ("|".join(map(re.escape, prefixes)),
                                                   "|".join(map(re.escape, _GENERATED_NAMES))))
 
 
