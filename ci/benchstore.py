@@ -4,8 +4,8 @@
 series (running the pipeline for what is missing), then writes a synthetic tree
 ``bench-linux`` of ``commits`` commits in one first-parent line, each built under
 ``toolchains`` toolchains: every build is a copy of a real build's rows (symbols,
-functions, remarks, findings, function sizes), cycling through the series' commits so
-that neighbouring commits differ the way real patches do; each commit is then compared
+functions, remarks, findings; the store's triggers add the function sizes), cycling
+through the series' commits so that neighbouring commits differ the way real patches do; each commit is then compared
 with its parent through the store as the pipeline does (the seed's findings, tables
 computed from the symbols). Every tenth commit starts a ten-patch series. Used by
 bench/pipeline_bench.py and the dashboard's bench.
@@ -203,9 +203,6 @@ def _copy_build(conn: sqlite3.Connection, src: int, commit_id: int, toolchain_id
                      "SELECT ?, ce.new, cr.new, r.passed, r.reason, r.location FROM seed.remarks r "
                      "LEFT JOIN nmap ce ON ce.old = r.callee_id LEFT JOIN nmap cr ON cr.old = r.caller_id "
                      "WHERE r.object_id = ?", (new_oid, oid))
-    conn.execute("INSERT INTO function_sizes(name_id, build_id, size, declared, out_of_line, inlined_count) "
-                 "SELECT n.new, ?, p.size, p.declared, p.out_of_line, p.inlined_count FROM seed.function_sizes p "
-                 "JOIN nmap n ON n.old = p.name_id WHERE p.build_id = ?", (bid, src))
     conn.execute("INSERT INTO findings(build_id, base_build_id, kind, function, severity, message, data) "
                  "SELECT ?, NULL, kind, function, severity, message, data FROM seed.findings "
                  "WHERE build_id = ? AND base_build_id IS NULL", (bid, src))

@@ -26,7 +26,6 @@ from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
-from db.function_sizes import function_sizes, source_name
 from db.models import (SEVERITY_RANK, Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
                        FunctionSeries, HistoryPoint, MatrixRow, ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
 
@@ -363,7 +362,6 @@ class SqliteStore(SqliteBotStore, Store):
                  compress(rec.log), json.dumps(rec.errors), rec.analysis_version)).lastrowid
             for obj in rec.objects:
                 self._insert_object(conn, bid, obj)
-            self._insert_function_sizes(conn, bid, rec.objects)
             self._insert_findings(conn, bid, rec.findings)
             return bid
 
@@ -387,12 +385,6 @@ class SqliteStore(SqliteBotStore, Store):
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [(oid, ids.get(r.callee) if r.callee else None, ids.get(r.caller) if r.caller else None,
                            int(r.passed), r.reason, r.location) for r in obj.remarks])
-
-    def _insert_function_sizes(self, conn: sqlite3.Connection, build_id: int, objects: list[ObjectRecord]) -> None:
-        rows = function_sizes(objects)
-        ids = self._name_ids(conn, rows)
-        conn.executemany("INSERT INTO function_sizes(name_id, build_id, size, declared, out_of_line, inlined_count) "
-                         "VALUES (?, ?, ?, ?, ?, ?)", [(ids[n], build_id, *v) for n, v in rows.items()])
 
     @staticmethod
     def _insert_findings(conn: sqlite3.Connection, build_id: int, findings: list[FindingRow],
@@ -571,14 +563,14 @@ class SqliteStore(SqliteBotStore, Store):
 
         ``size`` sums the function's text symbols and its clones (``name.part.0``, ``name.cold``,
         ``name.constprop.0``...): what the source function costs. A plain name is one index range of
-        function_sizes (0009); a name with a dot (one clone) is summed from the symbols. CROSS JOIN keeps
-        function_sizes the outer loop: with ANALYZE statistics sqlite otherwise walks every build and
-        probes function_sizes per build (8,000 probes: 25 ms instead of 7).
+        function_sizes (0009, kept by triggers: 0010); a name with a dot (one clone) is summed from the
+        symbols. CROSS JOIN keeps function_sizes the outer loop: with ANALYZE statistics sqlite otherwise
+        walks every build and probes function_sizes per build (8,000 probes: 25 ms instead of 7).
         """
         conn = self._conn()
         where, args = self._build_filters(toolchain, tree, target)
         head = "SELECT b.id, b.commit_id, b.toolchain_id, b.target, b.status"
-        if source_name(name) != name:
+        if "." in name:
             return self._clone_history_rows(conn, name, f"{head} FROM builds b "
                                             f"WHERE b.id IN (SELECT value FROM json_each(?)){where}", args)
         nid = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
@@ -595,7 +587,7 @@ class SqliteStore(SqliteBotStore, Store):
         every row into Python objects and releases the GIL per row, so 8,000 rows cost ~12 ms alone and,
         beside a busy request thread, wait up to the 5 ms switch interval each; 8 rows of JSON decode in C.
         """
-        if source_name(name) != name:
+        if "." in name:
             lines: dict[tuple, list[tuple]] = {}
             for r in self._history_rows(name, toolchain, tree, target):
                 lines.setdefault((r[2], r[3]), []).append(r)

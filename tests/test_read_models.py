@@ -1,11 +1,13 @@
-"""What the store computes at write time for its readers (migration 0009): bloat-o-meter tables and
-cell counts kept with a comparison, and function_sizes per (source function, build). Each must read
-back exactly as computing it from the rows does, and a store written before 0009 must give the
-same answers (backfilled, or computed on read)."""
+"""What the store computes at write time for its readers (migrations 0009, 0010): bloat-o-meter
+tables and cell counts kept with a comparison, and function_sizes per (source function, build).
+Each must read back exactly as computing it from the rows does, and a store written before must
+give the same answers (backfilled, or computed on read)."""
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from ci import render
 from ci.objects import object_record
@@ -69,7 +71,8 @@ def test_comparison_keeps_tables_and_counts(tmp_path, compile_c):
 
 
 def test_function_sizes_match_the_migration_backfill(tmp_path, compile_c):
-    """New builds get function_sizes rows from Python, old ones from the migration's SQL: the same rows."""
+    """New rows get their function_sizes from the triggers, rows stored before from the migration's
+    backfill: the same table."""
     a, b = _objects(compile_c)
     db = tmp_path / "s.db"
     s = open_store(db)
@@ -78,7 +81,7 @@ def test_function_sizes_match_the_migration_backfill(tmp_path, compile_c):
     conn = sqlite3.connect(db)
     written = conn.execute("SELECT * FROM function_sizes ORDER BY name_id, build_id").fetchall()
     assert len(written) > 10
-    (m,) = [m for m in migrate_mod.available() if m.version == 9]
+    (m,) = [m for m in migrate_mod.available() if m.version == 10]
     conn.execute("DELETE FROM function_sizes")
     for stmt in m.statements():
         sql = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("--"))
@@ -88,11 +91,13 @@ def test_function_sizes_match_the_migration_backfill(tmp_path, compile_c):
     conn.close()
 
 
-def test_history_of_a_store_from_before_0009(tmp_path):
-    """Symbols and facts written at schema 8 (as an older sizewatch did) are backfilled: a function's
-    history counts its clones, reads its facts, and agrees with the history summed from the symbols."""
+@pytest.mark.parametrize("schema", [8, None], ids=["written-before-0009", "written-by-an-older-sizewatch"])
+def test_history_from_rows_written_by_an_older_sizewatch(tmp_path, schema):
+    """Symbols and facts written with plain SQL as an older sizewatch does, into a store at schema 8
+    (then migrated: backfilled) or into a migrated one (the triggers): a function's history counts its
+    clones, reads its facts, and agrees with the history summed from the symbols."""
     db = tmp_path / "s.db"
-    open_store(db, upto=8).close()
+    open_store(db, upto=schema).close()
     conn = sqlite3.connect(db)
     conn.executescript("""
         INSERT INTO trees(name) VALUES ('t');

@@ -35,24 +35,4 @@ CREATE TABLE function_sizes (
     PRIMARY KEY (name_id, build_id)
 ) WITHOUT ROWID;
 CREATE INDEX function_sizes_build ON function_sizes(build_id);
-
--- Backfill from the rows stored so far (the same rule db.function_sizes applies to new builds;
--- ~40 s for 1,000 commits x 8 toolchains, once).
-INSERT OR IGNORE INTO names(name)
-    SELECT DISTINCT substr(name, 1, instr(name, '.') - 1) FROM names WHERE instr(name, '.') > 1;
-
-INSERT INTO function_sizes(name_id, build_id, size)
-    WITH base_of(id, base) AS (
-        SELECT n.id, b.id FROM names n JOIN names b ON b.name = substr(n.name, 1, instr(n.name || '.', '.') - 1)
-        WHERE substr(n.name, 1, 1) != '.')
-    SELECT bo.base, o.build_id, sum(s.size) FROM objects o JOIN symbols s ON s.object_id = o.id
-    JOIN base_of bo ON bo.id = s.name_id
-    WHERE s.letter IN ('t', 'T', 'w', 'W') GROUP BY bo.base, o.build_id;
-
--- a build of several objects takes the facts of its last object, as the history did before
-INSERT INTO function_sizes(name_id, build_id, declared, out_of_line, inlined_count)
-    SELECT f.name_id, o.build_id, f.declared, f.out_of_line, f.inlined_count
-    FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id
-    WHERE instr(n.name, '.') = 0 ORDER BY o.id
-    ON CONFLICT(name_id, build_id) DO UPDATE SET declared = excluded.declared,
-        out_of_line = excluded.out_of_line, inlined_count = excluded.inlined_count;
+-- (filled by 0010, which keeps it up to date from then on)
