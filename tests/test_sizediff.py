@@ -299,6 +299,27 @@ def test_listing_is_nm_size_sort_on_page_alloc(example_series):
         assert numpy_size_sort(built.object_path) == want
 
 
+
+def test_extended_section_indices(tmp_path, sizediff, bloat_o_meter):
+    """Over 65280 sections: symbols' section indices come from SHT_SYMTAB_SHNDX, and those in
+    the reserved range are plain sections (a function in section 0xfff1 is not absolute, one in
+    0xfff2 not common). Assembled by real gas; nm and bloat-o-meter are the oracles."""
+    objs = []
+    for v in (1, 2):
+        src, obj = tmp_path / f"many{v}.s", tmp_path / f"many{v}.o"
+        src.write_text("".join(f'.section .text.f{i},"ax",@progbits\n.globl f{i}\n.type f{i},@function\n'
+                               f'f{i}:\n.fill {1 + i * v % 5},1,0x90\n.size f{i},.-f{i}\n' for i in range(65540)))
+        subprocess.run(["as", src, "-o", obj], check=True)
+        objs.append(obj)
+    assert "SYMTAB SECTION INDICES" in subprocess.run(["readelf", "-SW", objs[0]], capture_output=True,
+                                                      text=True, check=True).stdout
+    want = nm_size_sort(objs[0])
+    assert ("T", "f65517") in {(letter, name) for _, letter, name in want}
+    assert ours_size_sort(objs[0]) == want
+    assert numpy_size_sort(objs[0]) == want
+    assert_same_as_oracle(sizediff, bloat_o_meter, objs[0], objs[1])
+
+
 # --- the command line ---------------------------------------------------------------------------
 
 def test_plain_command_lines_read_as_click_reads_them():
