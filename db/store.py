@@ -777,16 +777,21 @@ class SqliteStore(SqliteBotStore, Store):
         tree_q, tree_a = (" AND t.name = ?", [tree]) if tree else ("", [])
         heads: dict[tuple, tuple] = {}
         parents: dict[str, str | None] = {}
-        for row in conn.execute(q + tree_q + " ORDER BY b.id", [json.dumps(list(shas)), *tree_a]):
+        bases: dict[tuple, tuple[int, str]] = {}       # any build as a base: ordered by id, the latest wins
+
+        def base_rows(rows: Iterable[tuple]) -> None:
+            for bid, sha, _, tname, tc, ver, key, target, status, _ in rows:
+                bases[(tname, sha, tc, ver, key, target)] = (bid, status)
+        rows = conn.execute(q + tree_q + " ORDER BY b.id", [json.dumps(list(shas)), *tree_a]).fetchall()
+        for row in rows:
             bid, sha, parent, tname, tc, ver, key, target = row[:8]
             heads[(sha, tc, key, target)] = row          # ordered by id: the latest build wins
             parents[sha] = parent
-        wanted_parents = sorted({p for p in parents.values() if p})
-        bases: dict[tuple, tuple[int, str]] = {}
+        base_rows(rows)
+        # the parents not asked for themselves (along a history most are: a page lists runs of commits)
+        wanted_parents = sorted({p for p in parents.values() if p} - set(parents))
         if wanted_parents:
-            for bid, sha, _, tname, tc, ver, key, target, status, _ in conn.execute(
-                    q + tree_q + " ORDER BY b.id", [json.dumps(wanted_parents), *tree_a]):
-                bases[(tname, sha, tc, ver, key, target)] = (bid, status)
+            base_rows(conn.execute(q + tree_q + " ORDER BY b.id", [json.dumps(wanted_parents), *tree_a]))
         out: list[BuildSummary] = []
         for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors) in heads.items():
             base = bases.get((tname, parent, tc, ver, key, target)) if parent else None
