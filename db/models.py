@@ -220,7 +220,7 @@ class FunctionSeries:
 
     @property
     def points(self) -> int:
-        return sum(1 for ln in self.lines for b in ln.build_id if b is not None)
+        return sum(len(ln.build_id) - ln.build_id.count(None) for ln in self.lines)
 
 
 @dataclass

@@ -604,11 +604,11 @@ class SqliteStore(SqliteBotStore, Store):
                             f"WHERE p.name_id = ?{where} GROUP BY b.toolchain_id, b.target", [nid[0], *args]).fetchall()
         return [(tcid, tgt, *map(json.loads, arrays)) for tcid, tgt, *arrays in rows]
 
-    def _commits_by_id(self, ids: Iterable[int]) -> dict[int, Commit]:
+    def _commits_by_id(self, ids: set[int]) -> dict[int, Commit]:
         rows = self._conn().execute(
             "SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id, c.generation FROM commits c "
             "JOIN trees t ON t.id = c.tree_id WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(sorted(set(ids))),))
+            (json.dumps(sorted(ids)),))
         return {c.id: c for c in (Commit(*r) for r in rows)}
 
     def _toolchain_names(self) -> dict[int, tuple[str, str]]:
@@ -644,7 +644,7 @@ class SqliteStore(SqliteBotStore, Store):
                          target: str | None = None) -> list[HistoryPoint]:
         """Ordered by commit (generation, then date), then toolchain name and build id."""
         rows = self._history_rows(name, toolchain, tree, target)
-        commits, tcs = self._commits_by_id(r[1] for r in rows), self._toolchain_names()
+        commits, tcs = self._commits_by_id({r[1] for r in rows}), self._toolchain_names()
         rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
         out = []
         for bid, cid, tcid, tgt, st, size, decl, ool, ic in rows:
@@ -657,7 +657,7 @@ class SqliteStore(SqliteBotStore, Store):
     def function_series(self, name: str, toolchain: str | None = None, tree: str | None = None,
                         target: str | None = None) -> FunctionSeries:
         found = self._history_columns(name, toolchain, tree, target)
-        commits = self._commits_by_id(cid for f in found for cid in f[3])
+        commits = self._commits_by_id(set().union(*(f[3] for f in found)))
         tcs = self._toolchain_names()
         order = sorted(commits.values(), key=self._history_order)
         pos = {c.id: i for i, c in enumerate(order)}

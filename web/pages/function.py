@@ -14,24 +14,28 @@ bp = Blueprint("function", __name__)
 def changes(chart: dict, lines: list[tuple[str, FunctionLine]], commits: list[Commit],
             limit: int) -> tuple[list[dict], int]:
     """The latest ``limit`` points (newest first) whose size or inline status differs from the previous
-    point of the same line, and how many there are in all (read from the chart's columns)."""
-    changed: list[tuple] = []
+    point of the same line, and how many there are in all (read from the chart's columns).
+
+    A line's changes come in history order, so only the last ``limit`` of each can be among the
+    latest of all: those are merged (a function that changes at most commits has thousands)."""
+    total, latest = 0, []
     for col, (_, ln) in zip(chart["lines"], lines):
         size, st, inlined = col["size"], col["state"], col["inlined"]
         present = [i for i, s in enumerate(st) if s is not None]
-        for j, i in zip(present, present[1:]):
-            if size[i] != size[j] or st[i] != st[j] or inlined[i] != inlined[j]:
-                changed.append((i, ln.toolchain, ln.build_id[i], j, ln, col))
-    changed.sort(key=lambda c: c[:3])         # history order, as the commits go
+        found = [(j, i) for j, i in zip(present, present[1:])
+                 if size[i] != size[j] or st[i] != st[j] or inlined[i] != inlined[j]]
+        total += len(found)
+        latest += [(i, ln.toolchain, ln.build_id[i], j, ln, col) for j, i in (found[-limit:] if limit else [])]
+    latest.sort(key=lambda c: c[:3])          # history order, as the commits go
     out = []
-    for i, tc, _, j, ln, col in reversed(changed[-limit:] if limit else []):
+    for i, tc, _, j, ln, col in reversed(latest[-limit:] if limit else []):
         c, old, new = commits[i], col["size"][j], col["size"][i]
         out.append({"commit": c.sha, "subject": c.subject, "date": c.date, "toolchain": tc, "target": ln.target,
                     "old": old, "new": new, "delta": None if new is None or old is None else new - old,
                     "was": charts.status_text(ln, j, col["state"][j]),
                     "now": charts.status_text(ln, i, col["state"][i]),
                     "url": f"/commit/{c.sha}"})
-    return out, len(changed)
+    return out, total
 
 
 def function_data(store: Store, name: str, toolchain: str | None = None, target: str | None = None,
