@@ -158,7 +158,8 @@ def file_sizes(path: str | os.PathLike, tables: list[str], skip_compiler: bool =
 
     The diff path of a vmlinux: no Listing columns are built, a symbol no table
     takes never has its name decoded, and each one is summed straight into its
-    table's dict. The letter sets of one invocation are disjoint (see MODES_*).
+    table's dict (no test for filtered names in that loop: they go under None,
+    dropped at the end). The letter sets of one invocation are disjoint (see MODES_*).
     """
     out: list[dict[str, int]] = [{} for _ in tables]
     table_of = {letter: table for letters, table in zip(tables, out) for letter in letters}
@@ -170,10 +171,14 @@ def file_sizes(path: str | os.PathLike, tables: list[str], skip_compiler: bool =
         found = True
         names, sizes_, dests = got
         for name, size, dest in zip(_bloat_names(names, skip_compiler), sizes_, dests):
-            if name is not None:
-                dest[name] = dest.get(name, 0) + size
+            if name in dest:            # the filtered names are summed as well, under None
+                dest[name] += size
+            else:
+                dest[name] = size
     if not found:
         raise InputError(f"{path}: no symbols (stripped file?)")
+    for table in out:
+        table.pop(None, None)
     return out
 
 
