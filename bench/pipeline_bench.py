@@ -5,8 +5,8 @@
    build dirs reused unless --full-cold) and warm (same store again: no builds,
    the report regenerated from the store).
 2. Report queries on a store of 1,000 commits × 8 toolchains (ci.benchstore.large_store:
-   real pipeline results replicated): one commit's report (8 bloat-o-meter tables
-   regenerated from stored symbols plus findings), a 10-patch series report, a
+   real pipeline results replicated): one commit's report (8 bloat-o-meter tables as
+   stored with the comparisons, plus findings), a 10-patch series report, a
    function's history, the toolchain matrix, the index lists. Target: a report
    query <= 50 ms. Beside it, the reference: bloat-o-meter run on the object pairs
    the report covers (what a user does without the store).
