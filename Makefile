@@ -5,7 +5,7 @@ install:
 	@bash scripts/install.sh
 
 run: install
-	.venv/bin/sizewatch run --series examples/rmqueue-always-inline.mbox \
+	.venv/bin/sizewatch run --series toolchains/examples/rmqueue-always-inline.mbox \
 	    --toolchains gcc-11,gcc-12,clang-14,clang-16,clang-19 --targets mm/page_alloc.o
 	@echo
 	@echo "Results are stored in $$(.venv/bin/python -c 'from db.store import default_path; print(default_path())')."

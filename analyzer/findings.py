@@ -1,8 +1,8 @@
 """The flags the product exists for, from one object's facts or a base/head pair.
 
-Kinds: always_inline_copy, inline_not_inlined, hot_not_inlined (one object);
-newly_inlined, newly_out_of_line, pushed_out_of_line, boundary_crossing (base
-vs head). Messages name no compiler, so the same finding reads the same for
+Kinds (``analyzer.kinds``): always_inline_copy, inline_not_inlined, hot_not_inlined (one
+object, ``Scope.OBJECT``); newly_inlined, newly_out_of_line, pushed_out_of_line,
+boundary_crossing (base vs head, ``Scope.CHANGE``). Messages name no compiler, so the same finding reads the same for
 every toolchain; the details dict carries the numbers and the compiler's reason.
 """
 from __future__ import annotations
@@ -12,12 +12,7 @@ from dataclasses import asdict, dataclass, field
 from analyzer.align import crossed, placement
 from analyzer.hotpaths import HotPaths
 from analyzer.inlines import FunctionFacts, ObjectFacts
-
-KINDS = ("always_inline_copy", "inline_not_inlined", "hot_not_inlined", "newly_inlined",
-         "newly_out_of_line", "pushed_out_of_line", "boundary_crossing")
-SEVERITY = {"always_inline_copy": "error", "hot_not_inlined": "warning", "pushed_out_of_line": "warning",
-            "boundary_crossing": "warning", "newly_out_of_line": "warning", "inline_not_inlined": "notice",
-            "newly_inlined": "info"}
+from analyzer.kinds import Kind, severity_of
 
 
 @dataclass
@@ -30,7 +25,7 @@ class Finding:
 
     def __post_init__(self):
         if not self.severity:
-            self.severity = SEVERITY.get(self.kind, "info")
+            self.severity = severity_of(self.kind)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,14 +65,14 @@ def findings(obj: ObjectFacts, hot: HotPaths | None = None) -> list[Finding]:
         d = _base_details(f)
         what = f"out-of-line copy {'/'.join(p.symbol for p in f.pieces)} ({f.size} bytes), {_callers(f)}"
         if f.declared == "always_inline":
-            out.append(Finding("always_inline_copy", f.name,
+            out.append(Finding(Kind.ALWAYS_INLINE_COPY.value, f.name,
                                f"__always_inline {f.name} has an {what}{_reason(f)}", details=d))
         elif f.name in hot and f.callers and f.declared in ("inline", "unknown") and (
                 f.declared == "inline" or f.dw_inline in (1, 3)):
-            out.append(Finding("hot_not_inlined", f.name,
+            out.append(Finding(Kind.HOT_NOT_INLINED.value, f.name,
                                f"hot-path inline {f.name} is not inlined: {what}{_reason(f)}", details=d))
         elif f.declared == "inline" and f.callers:
-            out.append(Finding("inline_not_inlined", f.name,
+            out.append(Finding(Kind.INLINE_NOT_INLINED.value, f.name,
                                f"inline {f.name} is not inlined: {what}{_reason(f)}", details=d))
     return out
 
@@ -107,7 +102,7 @@ def compare(base: ObjectFacts, head: ObjectFacts, hot: HotPaths | None = None) -
     for name in newly_inlined:
         b, h = base.functions[name], head.functions[name]
         into = sorted(h.inlined_into.items(), key=lambda kv: (-kv[1], kv[0]))
-        out.append(Finding("newly_inlined", name,
+        out.append(Finding(Kind.NEWLY_INLINED.value, name,
                            f"{name} is now inlined ({h.inlined_count}x into "
                            f"{', '.join(k for k, _ in into)}); its {b.size}-byte out-of-line copy is gone",
                            details={"base": _status(b), "head": _status(h), "base_size": b.size,
@@ -125,12 +120,12 @@ def compare(base: ObjectFacts, head: ObjectFacts, hot: HotPaths | None = None) -
             pushers = sorted(n for n in newly_inlined if set(head.functions[n].inlined_into) & set(h.callers))
         if pushers and b.declared == h.declared:
             d["pushed_by"] = pushers
-            out.append(Finding("pushed_out_of_line", name,
+            out.append(Finding(Kind.PUSHED_OUT_OF_LINE.value, name,
                                f"{name} ({h.declared}, unchanged) is now out of line ({h.size} bytes, "
                                f"{_callers(h)}) after {', '.join(pushers)} became inlined{_reason(h)}",
                                details=d))
         else:
-            out.append(Finding("newly_out_of_line", name,
+            out.append(Finding(Kind.NEWLY_OUT_OF_LINE.value, name,
                                f"{name} is now out of line ({h.size} bytes, {_callers(h)}), "
                                f"was inlined {b.inlined_count}x{_reason(h)}", details=d))
     for name in sorted(base.functions.keys() & head.functions.keys()):
@@ -149,7 +144,7 @@ def compare(base: ObjectFacts, head: ObjectFacts, hot: HotPaths | None = None) -
             parts.append(f"{pb.blocks} -> {ph.blocks} x {ph.align}-byte units (padded {pb.padded} -> {ph.padded})")
         if "cache_line" in which:
             parts.append(f"{pb.lines} -> {ph.lines} cache lines")
-        out.append(Finding("boundary_crossing", name,
+        out.append(Finding(Kind.BOUNDARY_CROSSING.value, name,
                            f"hot {name} grew {b.size} -> {h.size} bytes (+{h.size - b.size}) and crossed "
                            f"{' and '.join(parts)}; headroom now {ph.headroom} bytes to the next "
                            f"{ph.align}-byte boundary, {ph.line_headroom} to the next cache line",

@@ -60,7 +60,7 @@ def bench_objects(runs: int) -> None:
         t_ours, facts = timed(lambda: analyze(obj), runs)
         t_py, dies = timed(lambda: pyelftools_walk(obj), 1)
         t_objdump = wall(["objdump", "-dr", str(obj)], runs)
-        t_cli = wall([sys.executable, "-m", "analyzer.cli", "inspect", "--json", str(obj)], runs)
+        t_cli = wall([sys.executable, "-m", "cli", "inspect", "--json", str(obj)], runs)
         print(f"## {tc} mm/page_alloc.o ({obj.stat().st_size / 1e6:.2f} MB, {dies} DIEs, "
               f"{len(facts.functions)} functions)")
         print(row("analyze() all facts, in process", t_ours, "pyelftools DWARF walk", t_py))

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ci.bot import Bot, Source  # noqa: E402
-from ci.policy import Policy, Watch  # noqa: E402
+from ci.bot.service import Bot, Source  # noqa: E402
+from ci.bot.policy import Policy, Watch  # noqa: E402
 from db.store import open_store  # noqa: E402
 
 DIFF = ("diff --git a/mm/page_alloc.c b/mm/page_alloc.c\n--- a/mm/page_alloc.c\n+++ b/mm/page_alloc.c\n"

@@ -30,14 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ci.benchstore import BENCH_TREE, large_store, seed_store  # noqa: E402
-from db.reports import commit_report, series_report  # noqa: E402
+from benchstore import BENCH_TREE, large_store, seed_store  # noqa: E402
+from ci.reports.model import commit_report, series_report  # noqa: E402
 from db.store import open_store  # noqa: E402
 from toolchains.kbuild import Config  # noqa: E402
 from toolchains.source import cache_dir, ensure_source  # noqa: E402
 
 MATRIX = ["gcc-11", "gcc-12", "clang-14", "clang-16", "clang-19"]
-MBOX = ROOT / "examples" / "rmqueue-always-inline.mbox"
+MBOX = ROOT / "toolchains" / "examples" / "rmqueue-always-inline.mbox"
 
 
 def _sizewatch(args: list[str], env: dict) -> tuple[float, str, str]:

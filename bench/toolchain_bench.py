@@ -1,6 +1,6 @@
 """Time the build layer on the example series × every installed toolchain, beside the bare compiler.
 
-For each installed registry toolchain and each commit of examples/rmqueue-always-inline.mbox
+For each installed registry toolchain and each commit of toolchains/examples/rmqueue-always-inline.mbox
 (base, patch 1, patch 2), mm/page_alloc.o is built the way `sizewatch build` does, in a private
 cache whose build dirs are copies of the shared prepared ones with the object's record removed
 (so the first commit goes through make, as right after prepare; the later ones replay):
@@ -43,7 +43,7 @@ from toolchains.locks import file_lock  # noqa: E402
 from toolchains.matrix import build_matrix  # noqa: E402
 from toolchains.registry import all_toolchains  # noqa: E402
 from toolchains.source import cache_dir  # noqa: E402
-from toolchains.worktree import ensure_worktree  # noqa: E402
+from toolchains.git import ensure_worktree  # noqa: E402
 
 PA = "mm/page_alloc.o"
 

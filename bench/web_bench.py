@@ -29,12 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ci.benchstore import BENCH_TREE, large_store, seed_store  # noqa: E402
+from benchstore import BENCH_TREE, large_store, seed_store  # noqa: E402
 from db.store import open_store  # noqa: E402
 
 MATRIX = ["gcc-11", "gcc-12", "clang-14", "clang-16", "clang-19"]
 SIZEWATCH = [str(ROOT / ".venv/bin/sizewatch")] if (ROOT / ".venv/bin/sizewatch").exists() else \
-    [sys.executable, "-m", "analyzer.cli"]
+    [sys.executable, "-m", "cli"]
 
 LUA = """
 local paths = {%s}

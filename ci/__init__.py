@@ -1,1 +1,2 @@
-"""Continuous integration: the per-commit pipeline (and, later, the mailing-list bot)."""
+"""What runs per commit and per mail: the pipeline (``ci.pipeline``), the reports it prints
+(``ci.reports``) and the mailing-list bot (``ci.bot``)."""

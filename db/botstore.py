@@ -1,8 +1,9 @@
 """What the mailing-list bot keeps in the store (migration 0006): messages read, series
 assembled, decisions taken and mails composed and sent.
 
-``BotStore`` is the interface (``db.store.Store`` inherits it, so a PostgreSQL store would
-implement it too); ``SqliteBotStore`` is the sqlite half, mixed into ``SqliteStore``.
+``BotStore`` is the interface; a store hands out its implementation as ``store.bot``
+(``SqliteBotStore`` for the sqlite store, sharing its connections and transactions), so the
+pipeline's store and the bot's tables stay two concepts over one database.
 
 Exactly-once replies rest on two writes: ``bot_decide`` records the decision, every mail
 it produces (whole message, stable Message-ID) and the series' new state in one
@@ -12,25 +13,17 @@ accepted it. Whatever is ``decided`` or ``held`` is sent on the next run.
 """
 from __future__ import annotations
 
-import functools
 import json
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Iterable
 
+from db.sqlite import Connections, compress, retry_busy
+
 # bot_series states after which the series' messages are not assembled again
 FINAL_STATES = ("tested", "not_applied", "incomplete", "superseded", "skipped")
 UNSENT = ("decided", "held")
-
-
-def _reads(fn):
-    """db.store's busy retry for reads (imported late: db.store imports this module)."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from db.store import _retry_busy
-        return _retry_busy(fn)(*args, **kwargs)
-    return wrapper
 
 
 def _now() -> str:
@@ -125,66 +118,66 @@ class BotStore(ABC):
     """The bot's part of the store interface."""
 
     @abstractmethod
-    def bot_known_keys(self, source: str) -> set[str]:
+    def known_keys(self, source: str) -> set[str]:
         """Source keys (maildir keys, mbox message hashes) already read from ``source``."""
 
     @abstractmethod
-    def bot_known_ids(self, message_ids: Iterable[str]) -> set[str]:
+    def known_ids(self, message_ids: Iterable[str]) -> set[str]:
         """Which of these Message-IDs the bot has already recorded (from any source)."""
 
     @abstractmethod
-    def bot_record_messages(self, messages: list[BotMessage]) -> int:
+    def record_messages(self, messages: list[BotMessage]) -> int:
         """Record newly read messages (a Message-ID already recorded is left alone); returns how many were new."""
 
     @abstractmethod
-    def bot_open_messages(self) -> list[BotMessage]:
+    def open_messages(self) -> list[BotMessage]:
         """Patches and cover letters not yet part of a finished series (with their raw bytes)."""
 
     @abstractmethod
-    def bot_messages(self, message_ids: Iterable[str]) -> list[BotMessage]: ...
+    def messages(self, message_ids: Iterable[str]) -> list[BotMessage]: ...
 
     @abstractmethod
-    def bot_series_list(self, states: Iterable[str] | None = None,
-                        senders: Iterable[str] | None = None) -> list[BotSeries]:
+    def series_list(self, states: Iterable[str] | None = None,
+                    senders: Iterable[str] | None = None) -> list[BotSeries]:
         """Series (with their message ids), optionally only in these states / from these senders."""
 
     @abstractmethod
-    def bot_get_series(self, key: str) -> BotSeries | None: ...
+    def get_series(self, key: str) -> BotSeries | None: ...
 
     @abstractmethod
-    def bot_save_series(self, series: BotSeries, message_ids: Iterable[str] = ()) -> None:
+    def save_series(self, series: BotSeries, message_ids: Iterable[str] = ()) -> None:
         """Insert or update a series and tie its messages to it."""
 
     @abstractmethod
-    def bot_supersede(self, key: str, by: str) -> int:
+    def supersede(self, key: str, by: str) -> int:
         """Mark a series superseded by a newer version; its unsent mails are dropped (returns how many)."""
 
     @abstractmethod
-    def bot_decide(self, series: BotSeries, finding_set: str, findings: list[dict], outcome: str,
-                   mails: list[BotMail]) -> BotDecision:
+    def decide(self, series: BotSeries, finding_set: str, findings: list[dict], outcome: str,
+               mails: list[BotMail]) -> BotDecision:
         """Record the decision, its mails and the series' state in one transaction, once per
         (series, finding set): when that decision exists already nothing is written."""
 
     @abstractmethod
-    def bot_unsent_mails(self) -> list[BotMail]:
+    def unsent_mails(self) -> list[BotMail]:
         """Mails decided (or held by the daily cap) and not yet sent, oldest first."""
 
     @abstractmethod
-    def bot_mark_sent(self, message_id: str, transport: str) -> None: ...
+    def mark_sent(self, message_id: str, transport: str) -> None: ...
 
     @abstractmethod
-    def bot_mark_unsent(self, message_id: str, state: str, error: str = "") -> None:
+    def mark_unsent(self, message_id: str, state: str, error: str = "") -> None:
         """A failed or held attempt: state ``decided`` (retry) or ``held`` (daily cap), with the error."""
 
     @abstractmethod
-    def bot_sent_since(self, since: str) -> int:
+    def sent_since(self, since: str) -> int:
         """How many mails were sent at or after ``since`` (ISO 8601 UTC): the daily cap counts these."""
 
     @abstractmethod
-    def bot_mails(self, series_key: str | None = None) -> list[BotMail]: ...
+    def mails(self, series_key: str | None = None) -> list[BotMail]: ...
 
     @abstractmethod
-    def bot_decisions(self, series_key: str) -> list[BotDecision]: ...
+    def decisions(self, series_key: str) -> list[BotDecision]: ...
 
 
 _MSG_COLS = ("message_id, source, source_key, kind, subject, from_name, from_addr, recipients, date, in_reply_to, "
@@ -196,7 +189,6 @@ _SERIES_COLS = ("key, version, subject, sender, total, state, series_id, superse
 
 
 def _msg_row(m: BotMessage) -> tuple:
-    from db.store import compress
     return (m.message_id, m.source, m.source_key, m.kind, m.subject, m.from_name, m.from_addr,
             json.dumps({"to": m.to, "cc": m.cc, "list_id": m.list_id}), m.date, m.in_reply_to,
             json.dumps(m.references), m.version, m.position, m.total,
@@ -222,14 +214,23 @@ def _mail(row: tuple) -> BotMail:
 
 
 class SqliteBotStore(BotStore):
-    """The sqlite implementation; relies on SqliteStore's ``_tx``/``_conn`` (one transaction per call)."""
+    """The sqlite implementation over the store's connections (one transaction per call)."""
 
-    @_reads
-    def bot_known_keys(self, source: str) -> set[str]:
+    def __init__(self, db: Connections):
+        self._db = db
+
+    def _conn(self):
+        return self._db.connection()
+
+    def _tx(self):
+        return self._db.transaction()
+
+    @retry_busy
+    def known_keys(self, source: str) -> set[str]:
         return {k for (k,) in self._conn().execute("SELECT source_key FROM bot_messages WHERE source = ?", (source,))}
 
-    @_reads
-    def bot_known_ids(self, message_ids: Iterable[str]) -> set[str]:
+    @retry_busy
+    def known_ids(self, message_ids: Iterable[str]) -> set[str]:
         ids = list(dict.fromkeys(message_ids))
         out: set[str] = set()
         for i in range(0, len(ids), 500):
@@ -238,23 +239,23 @@ class SqliteBotStore(BotStore):
             out.update(m for (m,) in self._conn().execute(q, chunk))
         return out
 
-    def bot_record_messages(self, messages: list[BotMessage]) -> int:
+    def record_messages(self, messages: list[BotMessage]) -> int:
         with self._tx() as conn:
             before = conn.total_changes
             conn.executemany(f"INSERT OR IGNORE INTO bot_messages({_MSG_COLS}) VALUES "
                              f"({','.join('?' * 19)})", [_msg_row(m) for m in messages])
             return conn.total_changes - before
 
-    @_reads
-    def bot_open_messages(self) -> list[BotMessage]:
+    @retry_busy
+    def open_messages(self) -> list[BotMessage]:
         rows = self._conn().execute(
             f"SELECT {_MSG_COLS} FROM bot_messages WHERE kind IN ('patch', 'cover') AND (series_key IS NULL OR "
             f"series_key IN (SELECT key FROM bot_series WHERE state NOT IN "
             f"({','.join('?' * len(FINAL_STATES))}))) ORDER BY received_at, rowid", FINAL_STATES)
         return [_msg(r) for r in rows]
 
-    @_reads
-    def bot_messages(self, message_ids: Iterable[str]) -> list[BotMessage]:
+    @retry_busy
+    def messages(self, message_ids: Iterable[str]) -> list[BotMessage]:
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return []
@@ -262,9 +263,9 @@ class SqliteBotStore(BotStore):
                                     f"(SELECT value FROM json_each(?)) ORDER BY rowid", (json.dumps(ids),))
         return [_msg(r) for r in rows]
 
-    @_reads
-    def bot_series_list(self, states: Iterable[str] | None = None,
-                        senders: Iterable[str] | None = None) -> list[BotSeries]:
+    @retry_busy
+    def series_list(self, states: Iterable[str] | None = None,
+                    senders: Iterable[str] | None = None) -> list[BotSeries]:
         q, where, args = f"SELECT {_SERIES_COLS} FROM bot_series", [], []
         if states is not None:
             where.append("state IN (SELECT value FROM json_each(?))")
@@ -284,8 +285,8 @@ class SqliteBotStore(BotStore):
             s.message_ids = members.get(s.key, [])
         return out
 
-    @_reads
-    def bot_get_series(self, key: str) -> BotSeries | None:
+    @retry_busy
+    def get_series(self, key: str) -> BotSeries | None:
         row = self._conn().execute(f"SELECT {_SERIES_COLS} FROM bot_series WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
@@ -307,13 +308,13 @@ class SqliteBotStore(BotStore):
             (s.key, s.version, s.subject, s.sender, s.total, s.state, s.series_id, s.superseded_by, s.note,
              s.first_seen or now, now))
 
-    def bot_save_series(self, series: BotSeries, message_ids: Iterable[str] = ()) -> None:
+    def save_series(self, series: BotSeries, message_ids: Iterable[str] = ()) -> None:
         with self._tx() as conn:
             self._upsert_series(conn, series)
             conn.executemany("UPDATE bot_messages SET series_key = ? WHERE message_id = ?",
                              [(series.key, m) for m in message_ids])
 
-    def bot_supersede(self, key: str, by: str) -> int:
+    def supersede(self, key: str, by: str) -> int:
         with self._tx() as conn:
             conn.execute("UPDATE bot_series SET state = 'superseded', superseded_by = ?, updated_at = ? "
                          "WHERE key = ?", (by, _now(), key))
@@ -322,9 +323,8 @@ class SqliteBotStore(BotStore):
                                (f"superseded by {by}", key))
             return cur.rowcount
 
-    def bot_decide(self, series: BotSeries, finding_set: str, findings: list[dict], outcome: str,
-                   mails: list[BotMail]) -> BotDecision:
-        from db.store import compress
+    def decide(self, series: BotSeries, finding_set: str, findings: list[dict], outcome: str,
+               mails: list[BotMail]) -> BotDecision:
         now = _now()
         with self._tx() as conn:
             self._upsert_series(conn, series)
@@ -343,19 +343,19 @@ class SqliteBotStore(BotStore):
                      for m in mails])
             return BotDecision(did, series.key, finding_set, json.loads(found), out, when, created)
 
-    @_reads
-    def bot_unsent_mails(self) -> list[BotMail]:
+    @retry_busy
+    def unsent_mails(self) -> list[BotMail]:
         rows = self._conn().execute(
             f"SELECT {_MAIL_COLS} FROM bot_mails m JOIN bot_decisions d ON d.id = m.decision_id "
             "WHERE m.state IN ('decided', 'held') ORDER BY m.decided_at, m.rowid")
         return [_mail(r) for r in rows]
 
-    def bot_mark_sent(self, message_id: str, transport: str) -> None:
+    def mark_sent(self, message_id: str, transport: str) -> None:
         with self._tx() as conn:
             conn.execute("UPDATE bot_mails SET state = 'sent', transport = ?, sent_at = ?, attempts = attempts + 1, "
                          "last_error = '' WHERE message_id = ?", (transport, _now(), message_id))
 
-    def bot_mark_unsent(self, message_id: str, state: str, error: str = "") -> None:
+    def mark_unsent(self, message_id: str, state: str, error: str = "") -> None:
         if state not in UNSENT:
             raise ValueError(state)
         with self._tx() as conn:
@@ -363,13 +363,13 @@ class SqliteBotStore(BotStore):
                          "WHERE message_id = ? AND state IN ('decided', 'held')",
                          (state, error, 0 if state == "held" else 1, message_id))
 
-    @_reads
-    def bot_sent_since(self, since: str) -> int:
+    @retry_busy
+    def sent_since(self, since: str) -> int:
         return self._conn().execute("SELECT count(*) FROM bot_mails WHERE state = 'sent' AND sent_at >= ?",
                                     (since,)).fetchone()[0]
 
-    @_reads
-    def bot_mails(self, series_key: str | None = None) -> list[BotMail]:
+    @retry_busy
+    def mails(self, series_key: str | None = None) -> list[BotMail]:
         q = f"SELECT {_MAIL_COLS} FROM bot_mails m JOIN bot_decisions d ON d.id = m.decision_id"
         args: list = []
         if series_key is not None:
@@ -377,8 +377,8 @@ class SqliteBotStore(BotStore):
             args.append(series_key)
         return [_mail(r) for r in self._conn().execute(q + " ORDER BY m.decided_at, m.rowid", args)]
 
-    @_reads
-    def bot_decisions(self, series_key: str) -> list[BotDecision]:
+    @retry_busy
+    def decisions(self, series_key: str) -> list[BotDecision]:
         rows = self._conn().execute("SELECT id, series_key, finding_set, findings, outcome, decided_at FROM "
                                     "bot_decisions WHERE series_key = ? ORDER BY id", (series_key,))
         return [BotDecision(i, k, fs, json.loads(f), o, d) for i, k, fs, f, o, d in rows]

@@ -239,9 +239,6 @@ class MatrixRow:
                                                  "inlined_count": v[3]} for k, v in self.cells.items()}}
 
 
-SEVERITY_RANK = {"error": 0, "warning": 1, "notice": 2, "info": 3}
-
-
 @dataclass
 class BuildSummary:
     """One build of a commit next to its parent's build: what a cell of the dashboard's index and

@@ -9,28 +9,25 @@ crash (even ``kill -9``) leaves the build either complete or absent.
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sqlite3
 import threading
 import time
-import zlib
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Iterable, Iterator
 
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
+from db.sqlite import BUSY_TIMEOUT_MS, compress, decompress, retry_busy as _retry_busy  # noqa: F401  compress: API
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
-from db.models import (SEVERITY_RANK, Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
+from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
                        FunctionSeries, HistoryPoint, MatrixRow, ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
 
-T = TypeVar("T")
-BUSY_TIMEOUT_MS = 60_000
 TEXT_LETTERS = ("t", "T", "w", "W")
 
 
@@ -51,25 +48,20 @@ def open_store(path: str | os.PathLike | None = None, upto: int | None = None) -
     return SqliteStore(Path(path) if path else default_path(), upto=upto)
 
 
-def compress(text: str | bytes | None) -> bytes | None:
-    if text is None:
-        return None
-    return zlib.compress(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text, 6)
-
-
-def decompress(blob: bytes | None) -> str:
-    return zlib.decompress(blob).decode("utf-8", "surrogateescape") if blob else ""
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class Store(BotStore, ABC):
+class Store(ABC):
     """What the rest of sizewatch may ask of a store. Every method returns plain dataclasses.
 
-    The mail bot's methods (``bot_*``) come from ``db.botstore.BotStore``.
+    The mail bot's tables have an interface of their own, ``store.bot`` (``db.botstore.BotStore``).
     """
+
+    @property
+    @abstractmethod
+    def bot(self) -> BotStore:
+        """The bot's messages, series, decisions and mails, in the same database."""
 
     # --- writes -------------------------------------------------------------------------------
     @abstractmethod
@@ -193,24 +185,6 @@ class Store(BotStore, ABC):
         self.close()
 
 
-def _retry_busy(fn: Callable[..., T]) -> Callable[..., T]:
-    """Retry a read when sqlite still answers busy/locked after its own timeout (WAL recovery)."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        for attempt in range(20):
-            try:
-                return fn(*args, **kwargs)
-            except sqlite3.OperationalError as e:
-                msg = str(e)
-                if ("locked" not in msg and "busy" not in msg) or attempt == 19:
-                    raise StoreError(f"store: {msg}") from None
-                time.sleep(0.05 * (attempt + 1))
-            except sqlite3.DatabaseError as e:
-                raise StoreError(f"store: {e}") from None
-        raise AssertionError("unreachable")
-    return wrapper
-
-
 _BUILD_SELECT = """
 SELECT b.id, t.name, c.sha, tc.name, tc.version, cf.key, b.target, b.status, b.method, b.seconds,
        b.started_at, b.errors, b.analysis_version, cf.config_hash
@@ -228,10 +202,11 @@ def _build(row: tuple) -> Build:
     return Build(*r)
 
 
-class SqliteStore(SqliteBotStore, Store):
+class SqliteStore(Store):
     def __init__(self, path: Path, upto: int | None = None):
         self.path = Path(path)
         self._local = threading.local()
+        self._bot = SqliteBotStore(self)
         self._names: dict[str, int] = {}
         self._names_lock = threading.Lock()
         if self.path.is_dir():
@@ -261,6 +236,18 @@ class SqliteStore(SqliteBotStore, Store):
             raise StoreError(f"{self.path}: cannot use as a sizewatch store: {e}") from None
         self._local.conn = conn
         return conn
+
+    @property
+    def bot(self) -> SqliteBotStore:
+        return self._bot
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (``db.sqlite.Connections``)."""
+        return self._conn()
+
+    def transaction(self):
+        """One ``BEGIN IMMEDIATE`` transaction (``db.sqlite.Connections``)."""
+        return self._tx()
 
     @property
     def schema_version(self) -> int:

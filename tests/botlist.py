@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "rmqueue-always-inline.mbox"
-COVER = ROOT / "examples" / "rmqueue-always-inline.cover-letter.eml"
+EXAMPLE = ROOT / "toolchains" / "examples" / "rmqueue-always-inline.mbox"
+COVER = ROOT / "toolchains" / "examples" / "rmqueue-always-inline.cover-letter.eml"
 BASE = "624c6bb3bc79aa6ce98943c44440da1d9528d236"
 LIST = "linux-mm@kvack.org"
 BOT = "sizewatch-bot@example.org"
@@ -159,7 +159,8 @@ def varargs_patch() -> bytes:
     (gcc: "can never be inlined because it uses variable argument lists"; clang keeps an
     out-of-line copy, an always_inline_copy finding)."""
     import difflib
-    from toolchains.source import ensure_source, git
+    from toolchains.git import git
+    from toolchains.source import ensure_source
     old = git(ensure_source("6.1").path, "show", f"{BASE}:mm/page_alloc.c").splitlines(keepends=True)
     at = old.index("unsigned long __get_free_pages(gfp_t gfp_mask, unsigned int order)\n")
     helper = ["static __always_inline int sizewatch_sum(int n, ...)\n", "{\n", "\tva_list ap;\n", "\tint s = 0;\n",

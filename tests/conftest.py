@@ -52,7 +52,7 @@ def bloat_o_meter():
 
 def sizediff_cmd() -> list[str]:
     exe = shutil.which("sizediff", path=str(Path(sys.executable).parent)) or shutil.which("sizediff")
-    return [exe] if exe else [sys.executable, "-m", "analyzer.sizediff_cli"]
+    return [exe] if exe else [sys.executable, "-m", "cli.sizediff"]
 
 
 @pytest.fixture(scope="session")
@@ -92,13 +92,13 @@ def example_series():
     return get
 
 
-EXAMPLE_MBOX = ROOT / "examples" / "rmqueue-always-inline.mbox"
+EXAMPLE_MBOX = ROOT / "toolchains" / "examples" / "rmqueue-always-inline.mbox"
 EXAMPLE_TOOLCHAINS = "gcc-12,clang-19"
 
 
 def sizewatch_cmd() -> list[str]:
     exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+    return [exe] if exe else [sys.executable, "-m", "cli"]
 
 
 @pytest.fixture(scope="session")

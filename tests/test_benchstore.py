@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
-from ci.benchstore import BENCH_TREE, large_store
-from ci.objects import object_record
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))   # the bench store lives with the benches
+
+from benchstore import BENCH_TREE, large_store
+from ci.pipeline.objects import object_record
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, FunctionRow
-from db.reports import commit_report, series_report
+from ci.reports.model import commit_report, series_report
 from db.store import open_store
 from analyzer import bloat, formats
 

@@ -162,7 +162,7 @@ def test_first_poll_replies_in_the_threads(scenario):
 
 @pytest.mark.kernel
 def test_mail_content_is_the_real_build(scenario, sizediff):
-    from ci import builder
+    from ci.pipeline import builder
     from db.store import open_store
     built = scenario["built"]
     p1_id, p2_id = (parse(r)["Message-ID"] for r in botlist.series_v1()[1:])

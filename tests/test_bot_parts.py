@@ -13,11 +13,11 @@ import pytest
 
 import botlist
 from analyzer.errors import InputError
-from ci.assemble import assemble, topic
-from ci.mailbox import parse_mail, read_maildir, read_mbox
-from ci.outgoing import OutboxTransport, SendError, SmtpTransport
-from ci.policy import Policy, SmtpSettings, duration, parse_policy
-from ci.reply import WIDTH, compose, fit, recipients, stable_message_id, table_lines
+from ci.bot.assemble import assemble, topic
+from ci.bot.mailbox import parse_mail, read_maildir, read_mbox
+from ci.bot.outgoing import OutboxTransport, SendError, SmtpTransport
+from ci.bot.policy import Policy, SmtpSettings, duration, parse_policy
+from ci.bot.reply import WIDTH, compose, fit, recipients, stable_message_id, table_lines
 from db.botstore import BotMail, BotSeries
 
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=timezone.utc)
@@ -65,8 +65,8 @@ def test_parse_non_utf8_and_malformed():
 
 def test_a_base64_patch_is_found_and_made_ready_for_git_am(tmp_path):
     import base64
-    from ci.mailbox import am_ready
-    from ci.series import read_mbox as read_series
+    from ci.bot.mailbox import am_ready
+    from toolchains.series import read_mbox as read_series
     plain = botlist.not_applying()
     head, _, text = plain.partition(b"\n\n")
     raw = head.replace(b"Content-Transfer-Encoding: 8bit", b"Content-Transfer-Encoding: base64") + b"\n\n" + \
@@ -248,7 +248,7 @@ def test_reply_headers_recipients_and_width():
 
 def test_bloat_table_rows_with_long_names_keep_their_columns():
     from analyzer.bloat import Comparison, Row
-    from db.reports import ToolchainReport
+    from ci.reports.model import ToolchainReport
     long = "a_very_long_function_name_that_the_kernel_really_has_somewhere_x"
     t = ToolchainReport("gcc-12", "v", "mm/page_alloc.o", "k", "ok", 1, 0, "ok",
                         tables=[Comparison("Function", 52, 0, 51, 0, 65, 0,
@@ -318,7 +318,7 @@ def test_smtp_with_starttls_and_login(tmp_path, monkeypatch):
 def _tc(name: str, status: str = "ok", base: str | None = "ok", net: int = 0, findings=(), errors=()):
     from analyzer.bloat import Comparison, Row
     from db.models import FindingRow
-    from db.reports import ToolchainReport
+    from ci.reports.model import ToolchainReport
     tables = [Comparison("Function", 0, 0, 1, 0, max(net, 0), max(-net, 0), [Row("f", 100, 100 + net, net)],
                          10_000, 10_000 + net)] if status == "ok" and base == "ok" else []
     rows = [FindingRow(k, fn, "", f"{k} {fn}", {"details": {"reasons": [r]} if r else {}}, b)
@@ -328,10 +328,10 @@ def _tc(name: str, status: str = "ok", base: str | None = "ok", net: int = 0, fi
 
 
 def test_verdicts_follow_the_rules():
-    from ci.policy import ReportRules
-    from ci.verdict import finding_set, series_findings
+    from ci.bot.policy import ReportRules
+    from ci.bot.verdict import finding_set, series_findings
     from db.models import Commit, Series
-    from db.reports import PatchReport, SeriesReport
+    from ci.reports.model import PatchReport, SeriesReport
 
     def report(*tcs):
         return SeriesReport(Series("t", "<m>"), [PatchReport(Commit("a" * 40, "b" * 40), 1, "s", "applied", "",

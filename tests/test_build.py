@@ -314,7 +314,7 @@ def test_tinyconfig_preset(fake, tmp_path):
 
 def sizewatch(*args, env=None) -> subprocess.CompletedProcess:
     exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
-    cmd = [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "cli"]
     return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, env={**os.environ, **(env or {})},
                           timeout=600)
 

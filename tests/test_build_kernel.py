@@ -229,7 +229,7 @@ def test_ccache_gives_the_same_objects(series, tmp_path):
 
 def sizewatch(*args) -> subprocess.CompletedProcess:
     exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
-    cmd = [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "cli"]
     return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=900)
 
 

@@ -61,7 +61,7 @@ def test_restricted_to_named_unit(exe):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "analyzer.cli", "inspect", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "cli", "inspect", *map(str, args)],
                           capture_output=True, text=True, cwd=ROOT)
 
 
@@ -137,7 +137,7 @@ def test_wrong_arch_stripped_missing(compile_c, tmp_path):
 
 def test_sizediff_inlines_bad_input(compile_c, tmp_path):
     ok = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="ok.o")
-    r = subprocess.run([sys.executable, "-m", "analyzer.sizediff_cli", "--inlines", str(ok),
+    r = subprocess.run([sys.executable, "-m", "cli.sizediff", "--inlines", str(ok),
                         str(tmp_path / "missing.o")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
 

@@ -117,19 +117,19 @@ def test_kernel_calls_match_objdump(series):
 
 def test_cli_inspect_and_sizediff_inlines(series):
     tc, built, facts, remark_file = series
-    exe = [sys.executable, "-m", "analyzer.cli"]
+    exe = [sys.executable, "-m", "cli"]
     r = subprocess.run([*exe, "inspect", str(built[1].object_path), "--remarks", str(remark_file), "--json"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["facts"]["functions"]["__rmqueue_smallest"]["out_of_line"]
     assert doc["facts"]["functions"]["__rmqueue_smallest"]["reasons"]
-    r = subprocess.run([sys.executable, "-m", "analyzer.sizediff_cli", "--inlines", "--align",
+    r = subprocess.run([sys.executable, "-m", "cli.sizediff", "--inlines", "--align",
                         str(built[1].object_path), str(built[2].object_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "pushed_out_of_line: steal_suitable_fallback" in r.stdout
     assert "get_page_from_freelist *" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "analyzer.sizediff_cli", "--inlines", "--json",
+    r = subprocess.run([sys.executable, "-m", "cli.sizediff", "--inlines", "--json",
                         str(built[1].object_path), str(built[2].object_path)], capture_output=True, text=True)
     kinds = {f["kind"] for f in json.loads(r.stdout)["inlines"]["findings"]}
     assert {"newly_inlined", "pushed_out_of_line", "boundary_crossing"} <= kinds

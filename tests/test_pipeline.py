@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MBOX = ROOT / "examples" / "rmqueue-always-inline.mbox"
+MBOX = ROOT / "toolchains" / "examples" / "rmqueue-always-inline.mbox"
 TOOLCHAINS = "gcc-12,clang-19"
 
 
 def sizewatch_cmd() -> list[str]:
     exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+    return [exe] if exe else [sys.executable, "-m", "cli"]
 
 
 def run_cli(*args, db: Path, check: bool = False, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -159,9 +159,9 @@ def test_range_run_matches_series(built, reference, tmp_path):
 
 OLD_ANALYSIS = textwrap.dedent("""
     import sys
-    import ci.analysis
-    ci.analysis.ANALYSIS_VERSION = 0          # as if stored by a sizewatch without inline analysis
-    from analyzer.cli import main
+    import ci.pipeline.analysis
+    ci.pipeline.analysis.ANALYSIS_VERSION = 0          # as if stored by a sizewatch without inline analysis
+    from cli.main import main
     main(sys.argv[1:])
 """)
 
@@ -190,7 +190,7 @@ KILL_WRAPPER = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)     # kill -9 inside record_build's transaction
         return orig(conn, build_id, findings, base_build_id)
     SqliteStore._insert_findings = staticmethod(dying)
-    from analyzer.cli import main
+    from cli.main import main
     main(sys.argv[1:])
 """)
 
@@ -244,7 +244,7 @@ def test_resume_after_kill_of_a_running_sizewatch(built, reference, tmp_path):
 READER = textwrap.dedent("""
     import sys, time, json
     from db.store import open_store
-    from db.reports import commit_report, series_report
+    from ci.reports.model import commit_report, series_report
     db, stop, sha = sys.argv[1], sys.argv[2], sys.argv[3]
     import os
     s = open_store(db)
@@ -265,7 +265,7 @@ READER = textwrap.dedent("""
 
 WRITER = textwrap.dedent("""
     import sys
-    from ci.objects import object_record
+    from ci.pipeline.objects import object_record
     from db.models import BuildRecord, Commit, ConfigInfo
     from db.store import open_store
     db, obj, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -365,7 +365,8 @@ def test_bad_input_is_one_line(built, tmp_path):
 def _error_mbox(tmp_path: Path, base: str) -> Path:
     """A one-patch series that makes mm/page_alloc.c fail to compile (an #error line)."""
     import difflib
-    from toolchains.source import ensure_source, git
+    from toolchains.git import git
+    from toolchains.source import ensure_source
     old = git(ensure_source("6.1").path, "show", f"{base}:mm/page_alloc.c").splitlines(keepends=True)
     new = old[:20] + ["#error sizewatch pipeline test: this patch does not build\n"] + old[20:]
     diff = "".join(difflib.unified_diff(old, new, "a/mm/page_alloc.c", "b/mm/page_alloc.c", n=3))

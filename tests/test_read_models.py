@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ci import render
-from ci.objects import object_record
+from ci.reports import text as render
+from ci.pipeline.objects import object_record
 from db import bloat_tables
 from db import migrate as migrate_mod
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, FunctionRow
-from db.reports import commit_report, compute_tables
+from ci.reports.model import commit_report, compute_tables
 from db.store import open_store
 from analyzer import formats
 

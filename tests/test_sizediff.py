@@ -323,10 +323,10 @@ def test_extended_section_indices(tmp_path, sizediff, bloat_o_meter):
 # --- the command line ---------------------------------------------------------------------------
 
 def test_plain_command_lines_read_as_click_reads_them():
-    """bloat-o-meter's own command lines skip click's import (analyzer.sizediff_cli.plain_args):
+    """bloat-o-meter's own command lines skip click's import (cli.sizediff.plain_args):
     each one it takes must mean what the click command makes of it; the rest go to click."""
-    from analyzer.sizediff_cli import plain_args
-    from analyzer.sizediff_command import command
+    from cli.sizediff import plain_args
+    from cli.sizediff_command import command
     taken = [["a.o", "b.o"], ["-c", "a.o", "b.o"], ["a.o", "-d", "b.o"], ["a.o", "b.o", "-t"],
              ["--no-weak", "a.o", "b.o"], ["-t", "--no-weak", "a.o", "b.o"], ["--no-weak", "--no-weak", "a", "b"],
              ["-p", "aarch64-linux-gnu-", "-c", "a.o", "b.o"], ["a.o", "b.o", "-p", "x"], ["-p", "x", "-p", "", "a", "b"],

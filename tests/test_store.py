@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.objects import object_record
+from ci.pipeline.objects import object_record
 from db import migrate as migrate_mod
 from db.errors import StoreError
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, FunctionRow, RemarkRow, Series, SeriesPatch
-from db.reports import commit_report, series_report, symbol_set
+from ci.reports.model import commit_report, series_report, symbol_set
 from db.store import open_store
 from analyzer import bloat, formats
 

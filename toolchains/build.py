@@ -37,7 +37,7 @@ from toolchains.registry import Toolchain, load
 from toolchains.results import BuildOptions, CommitBuild, Event, Events, TargetResult
 from toolchains.source import cache_dir
 from toolchains.targets import Target, collect, parse, remove_partial
-from toolchains.worktree import ensure_worktree
+from toolchains.git import ensure_worktree
 
 REPORT = ".remarks"          # <target>.remarks: the compiler's inline report
 LOG = ".log"                 # <target>.log: what was run and what it printed

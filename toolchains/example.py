@@ -1,4 +1,4 @@
-"""The worked example: build mm/page_alloc.o at each patch of examples/ and diff them.
+"""The worked example: build mm/page_alloc.o at each patch of toolchains/examples/ and diff them.
 
 ``sizewatch example`` shows these tables without the store; the test fixtures use the
 same objects (built once, kept under the cache like every build).
@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolchains.build import BuildOptions, build_commit
-from toolchains.commits import from_series, subjects
 from toolchains.errors import BuildError
+from toolchains.git import series_commits as apply_series, subjects
 from toolchains.kbuild import Config
 from toolchains.source import cache_dir, ensure_source
 
-EXAMPLE_MBOX = Path(__file__).resolve().parent.parent / "examples" / "rmqueue-always-inline.mbox"
+EXAMPLE_MBOX = Path(__file__).resolve().parent / "examples" / "rmqueue-always-inline.mbox"
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def series_commits(mbox: Path = EXAMPLE_MBOX, version: str = "6.1", cache: Path 
     """The tree and the series' commits: its base, then one per patch (applied once, same shas every time)."""
     cache = cache or cache_dir()
     src = ensure_source(version, cache)
-    return src.path, from_series(src.path, mbox, None, cache / "worktrees" / "am")
+    return src.path, apply_series(src.path, mbox, None, cache / "worktrees" / "am")
 
 
 def build_series(toolchain: str = "gcc-12", target: str = "mm/page_alloc.o",

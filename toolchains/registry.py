@@ -10,6 +10,14 @@ from pathlib import Path
 from toolchains.errors import BuildError
 
 REGISTRY_DIR = Path(__file__).with_name("registry")
+# what `sizewatch run`, `build`, the bot and the dashboard's re-run use when not told: one gcc, one clang
+DEFAULT_TOOLCHAINS = ("gcc-12", "clang-19")
+
+
+def sort_key(name: str) -> tuple:
+    """Display order of toolchains: gcc first, then clang, each by version (gcc-11 before gcc-12)."""
+    fam, _, ver = name.partition("-")
+    return (fam != "gcc", fam, int(ver) if ver.isdigit() else 0, name)
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,4 @@ def load(name: str) -> Toolchain:
 
 
 def all_toolchains() -> list[Toolchain]:
-    def key(p: Path) -> tuple[str, int]:
-        fam, _, ver = p.stem.partition("-")
-        return ("0" if fam == "gcc" else fam), int(ver) if ver.isdigit() else 0  # gcc first, by version
-    return [load(p.stem) for p in sorted(REGISTRY_DIR.glob("*.toml"), key=key)]
+    return [load(p.stem) for p in sorted(REGISTRY_DIR.glob("*.toml"), key=lambda p: sort_key(p.stem))]

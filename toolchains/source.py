@@ -6,6 +6,7 @@ check commits out into worktrees and apply mbox series with ``git am``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -13,18 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolchains.errors import BuildError
+from toolchains.git import GIT_ENV, git
 from toolchains.locks import file_lock
 
 READY_MARK = ".git/sizewatch-ready"
-# Fixed identity and date so every machine makes the same base commit sha.
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "sizewatch",
-    "GIT_AUTHOR_EMAIL": "sizewatch@localhost",
-    "GIT_COMMITTER_NAME": "sizewatch",
-    "GIT_COMMITTER_EMAIL": "sizewatch@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
-}
 
 
 def cache_dir() -> Path:
@@ -42,15 +35,24 @@ class SourceTree:
     base_commit: str
 
 
-def git(tree: Path, *args: str, check: bool = True, env: dict | None = None,
-        input: str | None = None) -> str:
-    full_env = {**os.environ, **GIT_ENV, **(env or {})}
-    proc = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
-                          env=full_env, input=input)
-    if check and proc.returncode != 0:
-        msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise BuildError(f"git {args[0]} failed in {tree}: {msg[-1] if msg else proc.returncode}")
-    return proc.stdout
+@dataclass(frozen=True)
+class Tree:
+    """A kernel git tree as the store names it: ``linux-6.1`` for Debian's source, else the
+    directory name of a user's tree."""
+    name: str
+    path: Path
+
+
+def open_tree(spec: str) -> Tree:
+    """``6.1`` (Debian's linux-source, made a git tree on first use) or a path to a git tree."""
+    p = Path(spec).expanduser()
+    if p.exists():
+        if not (p / ".git").exists():
+            raise BuildError(f"{spec}: not a git tree")
+        return Tree(p.resolve().name, p.resolve())
+    if re.fullmatch(r"\d+(\.\d+)*", spec):
+        return Tree(f"linux-{spec}", ensure_source(spec).path)
+    raise BuildError(f"{spec}: no such tree (give a kernel version like 6.1 or a git tree path)")
 
 
 def strip_debian_gitignore(text: str) -> str:

@@ -15,6 +15,8 @@ from pathlib import Path, PurePosixPath
 from toolchains.errors import BuildError
 from toolchains.layout import atomic_copy
 
+# what is built and reported when not told: the page allocator's object
+DEFAULT_TARGETS = ("mm/page_alloc.o",)
 _SAFE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 OUTPUT_SUFFIXES = (".o", ".a", ".ko", ".s", ".lds", ".mod")
 

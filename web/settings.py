@@ -11,7 +11,7 @@ from pathlib import Path
 def sizewatch_command() -> list[str]:
     """How to start the pipeline from the server: the console script beside this Python, else the module."""
     exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "analyzer.cli"]
+    return [exe] if exe else [sys.executable, "-m", "cli"]
 
 
 def read_token(token: str | None, token_file: str | os.PathLike | None) -> str | None:

@@ -2,8 +2,9 @@
 from ``Store.build_summaries``; and a series' column of such cells summed up."""
 from __future__ import annotations
 
-from db.models import SEVERITY_RANK, BuildSummary, FindingRow
-from db.reports import toolchain_key
+from analyzer.kinds import severity_rank
+from db.models import BuildSummary, FindingRow
+from toolchains.registry import sort_key
 
 _STATUS_RANK = {"killed": 0, "timeout": 1, "failed": 2, "ok": 3}
 
@@ -11,7 +12,7 @@ _STATUS_RANK = {"killed": 0, "timeout": 1, "failed": 2, "ok": 3}
 def _worst(findings: list[FindingRow]) -> FindingRow | None:
     if not findings:
         return None
-    return min(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 4), f.base_build_id is None, f.kind,
+    return min(findings, key=lambda f: (severity_rank(f.severity), f.base_build_id is None, f.kind,
                                         f.function))
 
 
@@ -47,7 +48,7 @@ def cell(summaries: list[BuildSummary]) -> dict:
         "text_delta": None if any(d is None for d in deltas) else sum(deltas),
         "base": base,
         "findings": sum(severities.values()),
-        "severities": dict(sorted(severities.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4))),
+        "severities": dict(sorted(severities.items(), key=lambda kv: severity_rank(kv[0]))),
         "kinds": kinds,
         "carried": sum(s.carried for s in summaries),
         "worst": _brief(worst),
@@ -69,8 +70,8 @@ def column(cells: list[dict], not_applied: int = 0) -> dict:
         "not_applied": not_applied,
         "text_delta": sum(d for d in deltas if d is not None) if any(d is not None for d in deltas) else None,
         "findings": sum(c["findings"] for c in cells),
-        "severities": dict(sorted(severities.items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 4))),
-        "worst": min(worst, key=lambda w: (SEVERITY_RANK.get(w["severity"], 4), not w["change"], w["kind"]))
+        "severities": dict(sorted(severities.items(), key=lambda kv: severity_rank(kv[0]))),
+        "worst": min(worst, key=lambda w: (severity_rank(w["severity"]), not w["change"], w["kind"]))
         if worst else None,
     }
 
@@ -80,8 +81,8 @@ def by_commit(summaries: list[BuildSummary]) -> dict[str, dict[str, dict]]:
     grouped: dict[str, dict[str, list[BuildSummary]]] = {}
     for s in summaries:
         grouped.setdefault(s.commit_sha, {}).setdefault(s.toolchain, []).append(s)
-    return {sha: {tc: cell(tcs[tc]) for tc in sorted(tcs, key=toolchain_key)} for sha, tcs in grouped.items()}
+    return {sha: {tc: cell(tcs[tc]) for tc in sorted(tcs, key=sort_key)} for sha, tcs in grouped.items()}
 
 
 def toolchains_of(cells_by_sha: dict[str, dict[str, dict]]) -> list[str]:
-    return sorted({tc for cells in cells_by_sha.values() for tc in cells}, key=toolchain_key)
+    return sorted({tc for cells in cells_by_sha.values() for tc in cells}, key=sort_key)

@@ -12,15 +12,13 @@ from flask import Blueprint, abort, jsonify, render_template
 from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
-from ci import render
+from ci.reports import text as render
+from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
-from db.reports import PatchReport, ToolchainReport, commit_report
 from db.store import Store
 from web import context, params
 
 bp = Blueprint("commit", __name__)
-
-INLINE_KINDS = ("pushed_out_of_line", "newly_out_of_line", "newly_inlined")
 
 
 def find_commit(store: Store, rev: str) -> Commit:
@@ -72,7 +70,6 @@ def _crossing(f: FindingRow) -> dict:
 
 
 def toolchain_data(store: Store, t: ToolchainReport) -> dict:
-    changes = t.changes
     objects = store.objects_for(t.build_id) if t.status == "ok" else []
     base_objects = store.objects_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else []
     text = sum(o.text for o in objects) if objects else None
@@ -85,10 +82,10 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
                  "delta": None if text is None or base_text is None else text - base_text},
         "tables": [_table(tab) for tab in t.tables],
         "clone_groups": [g for tab in t.tables for g in _clone_groups(tab)],
-        "inline_changes": [_finding(f) for f in sorted(changes, key=render._finding_sort) if f.kind in INLINE_KINDS],
-        "crossings": [_crossing(f) for f in changes if f.kind == "boundary_crossing"],
-        "other_changes": [_finding(f) for f in changes if f.kind not in INLINE_KINDS + ("boundary_crossing",)],
-        "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=render._finding_sort)],
+        "inline_changes": [_finding(f) for f in t.inline_changes],
+        "crossings": [_crossing(f) for f in t.crossings],
+        "other_changes": [_finding(f) for f in t.other_changes],
+        "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=finding_order)],
         "carried": t.carried,
         "links": {"log": f"/build/{t.build_id}/log"},
     }

@@ -9,7 +9,7 @@ from markupsafe import Markup
 
 from analyzer.clones import parse
 from db.models import MatrixRow
-from db.reports import toolchain_key
+from toolchains.registry import sort_key
 from db.store import Store
 from web import context, params
 from web.formatting import num
@@ -66,7 +66,7 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
     shown only (a commit has ~600 functions)."""
     commit = find_commit(store, rev)
     rows, symbols = by_source_function(store.toolchain_matrix(commit.sha, commit.tree, target))
-    tcs = sorted({tc for r in rows for tc in r.cells}, key=toolchain_key)
+    tcs = sorted({tc for r in rows for tc in r.cells}, key=sort_key)
     ranked = []
     for r in rows:
         if not show_all and not _differs(r):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, jsonify, render_template
 
-from ci import render
-from db.reports import series_report
+from ci.reports import text as render
+from ci.reports.model import series_report
 from db.store import Store
 from web import context, params
 from web.pages.cells import by_commit, column, toolchains_of

@@ -4,15 +4,15 @@ The entry point. A command line bloat-o-meter itself takes (``[-c | -d | -t]
 [-p PREFIX] FILE1 FILE2``, and ``--no-weak``) is run here without importing
 click: that import alone (~20 ms) was a tenth of a vmlinux diff's wall time and
 a fifth of an object pair's. Every other command line, help and usage errors
-included, goes to the click command in :mod:`analyzer.sizediff_command`.
+included, goes to the click command in :mod:`cli.sizediff_command`.
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from analyzer import bloat, formats
-from analyzer.errors import InputError
+from analyzer.errors import SizewatchError
+from cli.output import emit_and_exit
 
 _MODES = {"-c": "c", "-d": "d", "-t": "t"}
 
@@ -37,33 +37,22 @@ def plain_args(args: list[str]) -> tuple[str, bool, str, str] | None:
     return (mode, weak, files[0], files[1]) if len(files) == 2 else None
 
 
-def write_and_exit(out: str) -> None:
-    """Print the output and leave at once, skipping the interpreter's teardown of
-    ~150k symbol strings on a vmlinux (~20 ms)."""
-    try:
-        sys.stdout.write(out)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
-    os._exit(0)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``sizediff``)."""
     args = sys.argv[1:] if argv is None else list(argv)
     plain = plain_args(args)
     if plain is None:
-        from analyzer.sizediff_command import main as click_main
+        from cli.sizediff_command import main as click_main
         click_main(args)
         return
     mode, weak, file1, file2 = plain
     try:
         tables = bloat.diff_files(file1, file2, mode, weak=weak)
-    except InputError as e:
+    except SizewatchError as e:
         import click                              # as the click command reports it, byte for byte
         click.echo(f"sizediff: {e}", err=True)
         sys.exit(1)
-    write_and_exit(formats.bloat_text(tables))
+    emit_and_exit(formats.bloat_text(tables))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The per-patch report as text (terminal), Markdown (to paste) and JSON (for tools).
+"""The report model (``ci.reports.model``) as text (terminal), Markdown (to paste) and JSON (for tools).
 
 Each toolchain's table is bloat-o-meter's own text, regenerated from the store.
 """
@@ -7,24 +7,16 @@ from __future__ import annotations
 import json
 
 from analyzer import formats
-from db.reports import PatchReport, SeriesReport, ToolchainReport
-
-# How findings read in a report, most important first.
-KIND_ORDER = ("build_error", "always_inline_copy", "pushed_out_of_line", "newly_out_of_line", "hot_not_inlined",
-              "boundary_crossing", "inline_not_inlined", "newly_inlined")
-
-
-def _finding_sort(f) -> tuple:
-    k = KIND_ORDER.index(f.kind) if f.kind in KIND_ORDER else len(KIND_ORDER)
-    return (f.base_build_id is None, k, f.function)
+from analyzer.kinds import Kind
+from ci.reports.model import PatchReport, SeriesReport, ToolchainReport, finding_order
 
 
 def _finding_lines(t: ToolchainReport, limit_single: int = 12) -> list[str]:
     """Changes against the parent first, then what is new in this build; the rest only counted."""
-    out = [f"  {f.kind}: {f.message or f.function}" for f in sorted(t.changes, key=_finding_sort)]
-    changed = {f.function for f in t.changes if f.kind != "boundary_crossing"}
+    out = [f"  {f.kind}: {f.message or f.function}" for f in t.ordered_changes]
+    changed = {f.function for f in t.changes if f.kind != Kind.BOUNDARY_CROSSING}
     # a function already reported as changed is not repeated (the JSON keeps every finding)
-    single = sorted([f for f in t.new_in_build if f.function not in changed], key=_finding_sort)
+    single = sorted([f for f in t.new_in_build if f.function not in changed], key=finding_order)
     shown = single[:limit_single]
     out += [f"  [in this build] {f.kind}: {f.message or f.function}" for f in shown]
     if len(single) > len(shown):
@@ -100,7 +92,7 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(formats.to_markdown(t.tables))
         else:
             out += ["no size table (parent not built)", ""]
-        for f in sorted(t.changes + t.new_in_build, key=_finding_sort):
+        for f in sorted(t.changes + t.new_in_build, key=finding_order):
             where = "" if f.base_build_id is not None else " (in this build)"
             out.append(f"- **{f.kind}**{where}: {f.message or f.function}")
         if t.carried:

@@ -1,10 +1,9 @@
 """The bot's replies: plain-text mails in the shape kernel developers know from the kernel
 test robot, threaded under the patch they are about.
 
-Every body line is at most 78 columns (``fit`` re-checks the finished text): prose is
-wrapped, bloat-o-meter rows with long symbol names put the name on a line of its own with
-the numbers in their columns below, and tables are cut at ``max_table_rows`` with a
-pointer to the dashboard. Nothing is quoted (no top-posting, no quote to trim).
+Every body line is at most 78 columns (the report blocks come from ``ci.reports.mail``);
+tables are cut at ``max_table_rows`` with a pointer to the dashboard. Nothing is quoted
+(no top-posting, no quote to trim).
 Recipients are the original's From (To:) and its To + Cc (Cc:), minus the bot.
 
 The Message-ID is derived from the decision (series version, finding set) and the mail
@@ -15,20 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
 from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
 
-from ci.policy import Policy
-from ci.verdict import Reportable, sort_key, tree_relative
+from ci.bot.policy import Policy
+from ci.reports.mail import WIDTH, findings_block, fit, para, reasons_block, table_lines
+from ci.reports.model import PatchReport, Reportable, tree_relative
 from db.botstore import BotMessage
-from db.reports import PatchReport, ToolchainReport
 from toolchains.kbuild import Config
-
-WIDTH = 78
 
 
 class _MailPolicy(EmailPolicy):
@@ -88,32 +84,12 @@ class TestContext:
 
 # --- text helpers ---------------------------------------------------------------------------
 
-def para(text: str, indent: str = "", first: str | None = None) -> list[str]:
-    """Wrapped prose (words never split, so URLs stay whole when they fit on a line)."""
-    return textwrap.wrap(text, WIDTH, initial_indent=indent if first is None else first, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False) or [""]
-
-
 def field_lines(name: str, value: str) -> list[str]:
     """``name:`` then the value in the robot's column, wrapped under itself."""
     label = f"{name}:".ljust(FIELD - 1) + " "
     if len(label) + len(value) <= WIDTH or " " in value:
         return para(value, " " * FIELD, label)
     return [label.rstrip(), value]            # one long token (a Message-ID, a URL): alone on the next line
-
-
-def fit(lines: list[str]) -> list[str]:
-    """The last guard of the 78-column rule: any line still too long is wrapped at its words,
-    and a single token longer than a line is split."""
-    out: list[str] = []
-    for ln in lines:
-        if len(ln) <= WIDTH:
-            out.append(ln)
-            continue
-        lead = re.match(r"\s*", ln).group(0)
-        out += textwrap.wrap(ln, WIDTH, subsequent_indent=lead + "  ", break_long_words=True,
-                             break_on_hyphens=False)
-    return out
 
 
 def greeting(m: BotMessage) -> str:
@@ -159,73 +135,6 @@ def tested_block(ctx: TestContext, policy: Policy, original: BotMessage, p: Patc
         out += field_lines("dashboard", f"{policy.dashboard_url}/commit/{p.commit.sha}")
     if ctx.series_id is not None:
         out += field_lines("series", f"{policy.dashboard_url}/series/{ctx.series_id}")
-    return out
-
-
-def _flagged(r: Reportable) -> list[str]:
-    return para(f"{r.kind}: {r.message}", "     ", ">> ")
-
-
-def findings_block(p: PatchReport, items: list[Reportable], affected: list[ToolchainReport]) -> list[str]:
-    """Per toolchain: the flagged findings (>>), then the other changes against the parent."""
-    out: list[str] = []
-    for t in affected:
-        mine = sorted([r for r in items if r.toolchain == t.toolchain], key=sort_key)
-        out.append(f"{t.toolchain}:")
-        for r in mine:
-            out += _flagged(r)
-        flagged = {r.function for r in mine}          # a flagged function's other findings say the same again
-        others = [f for f in t.changes if f.function not in flagged]
-        for f in others[:8]:
-            out += para(f"{f.kind}: {f.message or f.function}", "     ", "   ")
-        if len(others) > 8:
-            out.append(f"   ... {len(others) - 8} more changes on the dashboard")
-        out.append("")
-    return out
-
-
-def table_lines(t: ToolchainReport, max_rows: int, url: str) -> list[str]:
-    """bloat-o-meter's own text, narrow enough for mail."""
-    lines = t.bloat_text.rstrip("\n").splitlines()
-    out: list[str] = []
-    rows = 0
-    hidden = 0
-    for ln in lines:
-        is_row = not ln.startswith(("add/remove:", "Total:")) and not ln.startswith(t.tables[0].title + " ")
-        if is_row:
-            rows += 1
-            if rows > max_rows:
-                hidden += 1
-                continue
-        if ln.startswith("Total:") and hidden:
-            out.append(f"... {hidden} more rows: {url}")
-            hidden = 0
-        if len(ln) > WIDTH and is_row:
-            name, old, new, delta = ln.rsplit(None, 3)
-            out += [name, "%-40s %7s %7s %7s" % ("", old, new, delta)]
-        else:
-            out.append(ln)
-    return out
-
-
-def reasons_block(items: list[Reportable], affected: list[ToolchainReport]) -> list[str]:
-    """The compilers' inline decisions behind the findings (first reason per function)."""
-    out: list[str] = []
-    for t in affected:
-        seen: dict[str, str] = {}
-        for r in items:
-            if r.toolchain == t.toolchain and r.reasons and r.function not in seen:
-                seen[r.function] = r.reasons[0]
-        for f in t.changes:
-            d = f.data.get("details", {}) if isinstance(f.data, dict) else {}
-            reason = d.get("reason") or next(iter(d.get("reasons") or []), None)
-            if reason and f.function not in seen:
-                seen[f.function] = str(reason)
-        if not seen:
-            continue
-        out.append(f"{t.toolchain}:")
-        for fn, reason in sorted(seen.items()):
-            out += para(f"{fn}: {reason}", "      ", "  ")
     return out
 
 

@@ -1,42 +1,13 @@
-"""``sizewatch run``, ``history`` and ``report``: thin click layers over ci.pipeline and the store.
-
-Every expected failure (bad input, build set-up, store) is one line on stderr and exit 1.
-"""
+"""``sizewatch run``, ``history`` and ``report``: thin click layers over ci.pipeline and the store."""
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import click
 
-
-def _split(value: str | None) -> list[str] | None:
-    if not value:
-        return None
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-@contextmanager
-def _one_line_errors() -> Iterator[None]:
-    from analyzer.errors import InputError
-    from db.errors import StoreError
-    from toolchains.errors import BuildError
-    try:
-        yield
-    except (InputError, BuildError, StoreError) as e:
-        click.echo(f"sizewatch: {e}", err=True)
-        sys.exit(1)
-
-
-def _store(db: str | None):
-    from db.store import open_store
-    return open_store(db)
-
-
-db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
-                         help="store file (default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
+from cli.common import db_option, one_line_errors, open_store, split
+from toolchains.registry import DEFAULT_TOOLCHAINS
+from toolchains.targets import DEFAULT_TARGETS
 
 
 @click.command("run")
@@ -46,8 +17,8 @@ db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
 @click.option("--series", "mbox", type=click.Path(dir_okay=False, path_type=Path),
               help="a patch series as an mbox (git format-patch output)")
 @click.option("--base", help="base commit for the series when its base-commit: is not in the tree")
-@click.option("--toolchains", default="gcc-12,clang-19", show_default=True)
-@click.option("--targets", default="mm/page_alloc.o", show_default=True)
+@click.option("--toolchains", default=",".join(DEFAULT_TOOLCHAINS), show_default=True)
+@click.option("--targets", default=",".join(DEFAULT_TARGETS), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
 @db_option
@@ -57,16 +28,17 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
 
     What the store already holds is not built again: a second run prints the same report at once.
     """
-    from ci import pipeline, render
+    from ci import pipeline
+    from ci.reports import text as render
     from analyzer.errors import InputError
-    with _one_line_errors():
+    with one_line_errors():
         if bool(commits) == bool(mbox):
             raise InputError("give either a commit range A..B or --series FILE.mbox")
         if mbox is not None and not mbox.is_file():
             raise InputError(f"{mbox}: no such mbox file")
-        with _store(db) as store:
-            report, stats = pipeline.run(store, tree, commits, mbox, base, _split(toolchains) or [],
-                                         _split(targets) or [])
+        with open_store(db) as store:
+            report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
+                                         split(targets))
             click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
@@ -86,12 +58,12 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
 def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: bool, as_md: bool,
                db: str | None) -> None:
     """Print the stored report of a COMMIT (sha or prefix) or a SERIES (id or message-id)."""
-    from ci import render
+    from ci.reports import text as render
+    from ci.reports.model import commit_report, series_report
     from db.errors import StoreError
-    from db.reports import commit_report, series_report
-    with _one_line_errors():
-        with _store(db) as store:
-            tcs, tgs = _split(toolchains), _split(targets)
+    with one_line_errors():
+        with open_store(db) as store:
+            tcs, tgs = split(toolchains) or None, split(targets) or None
             if ref.isdigit() or "@" in ref:
                 report = series_report(store, ref, tcs, tgs)
             else:
@@ -113,8 +85,8 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, as_jso
     """Size and inline status of FUNCTION (with its clones) across the stored commits."""
     import json
     from db.errors import StoreError
-    with _one_line_errors():
-        with _store(db) as store:
+    with one_line_errors():
+        with open_store(db) as store:
             points = store.function_history(function, toolchain, target=target)
             if not points:
                 raise StoreError(f"{function}: not found in any stored build")
@@ -139,5 +111,3 @@ def _status(p) -> str:
     n = f", inlined {p.inlined_count}x" if p.inlined_count else ""
     return f"{p.declared}: {where}{n}"
 
-
-COMMANDS = (run_cmd, report_cmd, history_cmd)

@@ -1,4 +1,4 @@
-"""``sizewatch bot``: a thin click layer over ci.bot.
+"""``sizewatch bot``: a thin click layer over ci.bot.service.
 
 Transport: ``--outbox FILE`` or ``--smtp HOST[:PORT]`` on the command line, else the
 config's [outbox] path or [smtp] section; with ``--dry-run`` the composed mails are
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import click
 
-from ci.commands import _one_line_errors, _store, db_option
+from cli.common import db_option, one_line_errors, open_store
 
 
 def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, starttls: bool | None):
     from analyzer.errors import InputError
-    from ci.outgoing import OutboxTransport, SendError, SmtpTransport
-    from ci.policy import SmtpSettings
+    from ci.bot.outgoing import OutboxTransport, SendError, SmtpTransport
+    from ci.bot.policy import SmtpSettings
     if outbox and smtp:
         raise InputError("give either --outbox FILE or --smtp HOST[:PORT], not both")
     try:
@@ -73,9 +73,9 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
             config_file: Path | None, checks: Path | None, interval: str | None, db: str | None) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
-    from ci.bot import Bot, Source, instance_lock
-    from ci.policy import duration, load_policy
-    with _one_line_errors():
+    from ci.bot.policy import duration, load_policy
+    from ci.bot.service import Bot, Source, instance_lock
+    with one_line_errors():
         given = [x for x in (maildir, mbox, series_file) if x is not None]
         if len(given) != 1:
             raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")
@@ -92,7 +92,7 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
         every = duration(interval, "--interval") if interval else policy.poll_interval
         transport = None if policy.dry_run else _transport(policy, outbox, smtp_host, smtp_user, smtp_starttls)
         source.check()                                       # a missing maildir / mbox fails before any work
-        with _store(db) as store, instance_lock(store):
+        with open_store(db) as store, instance_lock(store):
             bot = Bot(store, policy, transport, checks_dir=checks)
             stop = {"now": False}
 
@@ -119,5 +119,3 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
             if failed:
                 sys.exit(1)
 
-
-COMMANDS = (bot_cmd,)

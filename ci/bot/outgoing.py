@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from ci.policy import SmtpSettings
+from analyzer.errors import SizewatchError
+from ci.bot.policy import SmtpSettings
 from db.botstore import BotMail
 
 
-class SendError(Exception):
+class SendError(SizewatchError):
     """A mail could not be handed over; the message is one line, without credentials."""
 
 

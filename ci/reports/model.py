@@ -1,19 +1,31 @@
-"""Report data assembled from the store alone: per patch and toolchain, the bloat-o-meter
-tables against the parent commit (stored with the comparison, or regenerated from stored
-symbols: byte-identical to ``sizediff`` on the two objects either way) and the findings.
-Used by ``sizewatch report``, the pipeline's output, the dashboard and the mail bot.
+"""The report model: what every rendering of a result shows, assembled from the store alone.
+
+Per patch and toolchain: the bloat-o-meter tables against the parent commit (stored with the
+comparison, or regenerated from stored symbols: byte-identical to ``sizediff`` on the two
+objects either way) and the findings, in report order (``analyzer.kinds``). Rendered as text,
+Markdown and JSON by ``ci.reports.text``, as mail by ``ci.reports.mail`` and as HTML by the
+dashboard's commit page; nothing else decides what a report contains or in what order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
+from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.nm import Listing
 from db import bloat_tables
 from db.errors import StoreError
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
+from toolchains.registry import sort_key
+
+
+def finding_order(f: FindingRow) -> tuple:
+    """Report order of findings: changes against the parent first, then by kind (``analyzer.kinds``),
+    then by function."""
+    return (f.base_build_id is None, order(f.kind), f.function)
 
 
 def symbol_set(rows: list[SymbolRow], label: str = "store") -> SymbolSet:
@@ -63,8 +75,28 @@ class ToolchainReport:
 
     @property
     def new_in_build(self) -> list[FindingRow]:
-        """Findings about this build alone that its parent build did not have."""
+        """Findings about this build alone that its parent build did not have (store order)."""
         return [f for f in self.findings if f.base_build_id is None and not f.data.get("_carried")]
+
+    @property
+    def ordered_changes(self) -> list[FindingRow]:
+        """``changes`` in report order."""
+        return sorted(self.changes, key=finding_order)
+
+    @property
+    def inline_changes(self) -> list[FindingRow]:
+        """Functions newly inlined, newly out of line or pushed out of line, in report order."""
+        return [f for f in self.ordered_changes if f.kind in INLINE_CHANGES]
+
+    @property
+    def crossings(self) -> list[FindingRow]:
+        """Hot functions that grew across an alignment or cache-line boundary."""
+        return [f for f in self.changes if f.kind == Kind.BOUNDARY_CROSSING]
+
+    @property
+    def other_changes(self) -> list[FindingRow]:
+        """Changes that are neither inline changes nor boundary crossings."""
+        return [f for f in self.changes if f.kind not in INLINE_CHANGES and f.kind != Kind.BOUNDARY_CROSSING]
 
 
 @dataclass
@@ -91,12 +123,6 @@ class SeriesReport:
         d = self.series.to_dict()
         d.pop("patches")
         return {"series": d, "patches": [p.to_dict() for p in self.patches]}
-
-
-def toolchain_key(name: str) -> tuple:
-    """Display order of toolchains: gcc first, then clang, each by version (gcc-11 before gcc-12)."""
-    fam, _, ver = name.partition("-")
-    return (fam != "gcc", fam, int(ver) if ver.isdigit() else 0, name)
 
 
 def _wanted(b: Build, toolchains: list[str] | None, targets: list[str] | None) -> bool:
@@ -154,7 +180,7 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     for b in builds:                    # several compiler versions of one name: the latest build
         latest[(b.toolchain, b.config_key, b.target)] = b
     order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's order, else gcc then clang by version
-    chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), toolchain_key(b.toolchain),
+    chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), sort_key(b.toolchain),
                                                     b.target))
     reps = [toolchain_report(store, b, commit.parent_sha, cache) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
@@ -175,3 +201,40 @@ def series_report(store: Store, ref: int | str, toolchains: list[str] | None = N
             rep = PatchReport(None, p.position, p.subject, p.status, p.error)
         patches.append(rep)
     return SeriesReport(series, patches)
+
+
+# --- what a human is told about -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reportable:
+    """One finding flagged for a human (by the bot's policy): what a mail marks with ``>>``."""
+    kind: str                          # an analyzer.kinds.Kind value
+    message: str
+    position: int | None = None        # the patch; None: the whole series
+    toolchain: str = ""
+    function: str = ""
+    reasons: tuple[str, ...] = ()      # the compiler's own words, when it gave any
+    data: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.position if self.position is not None else '-'}|{self.toolchain}|{self.kind}|{self.function}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["reasons"] = list(self.reasons)
+        return d
+
+
+_ABS = re.compile(r"(?<![^\s'\"(\[])/[^\s:'\"]*?/(?:worktrees|build)/[^/\s:'\"]+/")
+
+
+def tree_relative(line: str) -> str:
+    """Compiler messages name files the way developers see them (mm/page_alloc.c:5704:28), not by
+    the bot's worktree or build directory (``<cache>/worktrees/<name>/``, ``<cache>/build/<name>/``)."""
+    return _ABS.sub("", line)
+
+
+def reportable_order(r: Reportable) -> tuple:
+    """Mail order: by patch, toolchain, kind (``analyzer.kinds``), function."""
+    return (r.position or 0, r.toolchain, order(r.kind), r.function)

@@ -6,7 +6,7 @@ the cover letter, or under patch 1 without one; the author of a patch may differ
 the sender). Patches whose parent has not arrived share its Message-ID (per sender) as
 their root, so the group and its key stay the same when it does. Fully unthreaded series
 (``--no-thread``, or a cover letter sent apart) are joined by sender and patch count.
-Replies are not patches (ci.mailbox classifies them) and never join.
+Replies are not patches (ci.bot.mailbox classifies them) and never join.
 
 A group is ``ready`` with every patch 1..n present (and its cover letter, when the
 patches point at one, or once the time-out has passed without it); otherwise it

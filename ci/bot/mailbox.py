@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Iterator
 
 from analyzer.errors import InputError
-from ci.series import _tag
+from toolchains.series import base_commit_of, patch_tag
 from db.botstore import BotMessage
 
 _REPLY = re.compile(r"^\s*(re|aw|sv|antw|fwd?|wg)\s*(\[\d+\])?\s*:", re.I)
 _PATCH = re.compile(r"\[[^\]]*\bPATCH\b[^\]]*\]", re.I)
 _DIFF = re.compile(r"^diff --git |^--- \S[^\n]*\n\+\+\+ \S[^\n]*\n@@ ", re.M)
-_BASE = re.compile(r"^base-commit: *([0-9a-f]{7,40})\s*$", re.M)
 _CHANGE = re.compile(r"^change-id: *(\S+)\s*$", re.M)
 _MSGID = re.compile(r"<[^<>\s]+>")
 
@@ -137,15 +136,15 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
     if _REPLY.match(subject) or not _PATCH.search(subject):
         m.kind = "reply" if (_REPLY.match(subject) or m.in_reply_to) else "other"
         return m
-    pos, total, ver = _tag(subject)
+    pos, total, ver = patch_tag(subject)
     text = _body_text(raw)
     has_diff = _DIFF.search(text) is not None
     m.version, m.position, m.total = ver, pos, total
     if (pos is None) != (total is None) or (total is not None and (total < 1 or pos > total)):
         m.kind, m.note = "malformed", f"bad patch number in {subject!r}"
         return m
-    base, change = _BASE.search(text), _CHANGE.search(text)
-    m.base_commit = base.group(1) if base else None
+    change = _CHANGE.search(text)
+    m.base_commit = base_commit_of(text)
     m.change_id = change.group(1) if change else None
     if pos == 0:
         m.kind = "cover"

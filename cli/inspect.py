@@ -1,12 +1,10 @@
 """``sizewatch inspect OBJ``: one object's inline facts and findings (a thin layer over analyzer.inlines)."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from analyzer.errors import InputError
+from cli.common import one_line_errors
+from cli.output import emit
 
 
 @click.command("inspect")
@@ -26,19 +24,13 @@ def inspect(obj, source, remarks, cus, hot_file, show_all, as_json):
     from analyzer.findings import findings
     from analyzer.inline_views import inspect_text
     from analyzer.inlines import analyze
-    try:
+    with one_line_errors():
         hot = hotpaths.load(hot_file)
         facts = analyze(obj, source, list(remarks), list(cus) or None)
         found = findings(facts, hot)
-    except InputError as e:
-        click.echo(f"sizewatch: {e}", err=True)
-        sys.exit(1)
     if as_json:
+        import json
         out = json.dumps({"facts": facts.to_dict(), "findings": [f.to_dict() for f in found]}, indent=1) + "\n"
     else:
         out = inspect_text(facts, found, hot, show_all)
-    try:
-        sys.stdout.write(out)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
+    emit(out)

@@ -1,6 +1,6 @@
 """The ``sizediff`` click command: every option, help and usage errors.
 
-Reached through :func:`analyzer.sizediff_cli.main`, which runs bloat-o-meter's
+Reached through :func:`cli.sizediff.main`, which runs bloat-o-meter's
 own command lines itself without importing click.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import click
 
 from analyzer import bloat, formats
 from analyzer.elf import load_images
-from analyzer.errors import InputError
-from analyzer.sizediff_cli import write_and_exit
+from analyzer.errors import SizewatchError
+from cli.output import emit_and_exit
 
 
 def _pct(old: int, new: int) -> str:
@@ -95,7 +95,7 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
                 arows = inline_views.align_changes(fa, fb, hot)
                 extra["align"] = arows
                 lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
-    except InputError as e:
+    except SizewatchError as e:
         click.echo(f"sizediff: {e}", err=True)
         sys.exit(1)
     if fmt == "json":
@@ -112,7 +112,7 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
         out = formats.bloat_text(tables)
     if lines and fmt not in ("json",):
         out += "\n".join(lines) + "\n"
-    write_and_exit(out)
+    emit_and_exit(out)
 
 
 def main(args: list[str]) -> None:

@@ -12,8 +12,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ci.verdict import Reportable
-from db.reports import PatchReport
+from ci.bot.verdict import Reportable
+from ci.reports.model import PatchReport
 
 STATES = ("pending", "success", "warning", "fail")
 CONTEXT = "sizewatch"

@@ -1,4 +1,4 @@
-"""``sizewatch run``: build and analyze every commit of a range or series that the store lacks,
+"""The pipeline behind ``sizewatch run``: build and analyze every commit of a range or series that the store lacks,
 store it (one transaction per build), then report each patch against its parent from the store.
 
 Stages, each skipping what is already stored so that a re-run (or a run after a
@@ -8,7 +8,7 @@ Stages, each skipping what is already stored so that a re-run (or a run after a
      collected in the same compile, written by ``Store.record_build``;
   3. comparisons: head-vs-parent findings and bloat-o-meter tables per (toolchain, target),
      ``Store.record_comparison``;
-  4. report: regenerated from the store (db.reports), never from the objects.
+  4. report: regenerated from the store (ci.reports), never from the objects.
 """
 from __future__ import annotations
 
@@ -18,81 +18,17 @@ from pathlib import Path
 from typing import Callable
 
 from analyzer.errors import InputError
-from ci import analysis, builder
-from ci.objects import object_record
-from ci.series import MboxSeries, apply as apply_series, pick_base, read_mbox
+from ci.pipeline import analysis, builder
+from ci.pipeline.objects import object_record
+from ci.pipeline.plan import RunPlan, plan_range, plan_series
+from ci.reports.model import PatchReport, SeriesReport, commit_report, compute_tables, series_report
 from db import bloat_tables
-from db.errors import StoreError
-from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, Series, SeriesPatch
-from db.reports import PatchReport, SeriesReport, commit_report, compute_tables, series_report
+from db.models import BuildRecord, Commit, ConfigInfo, FindingRow
 from db.store import Store
-from toolchains.errors import BuildError
 from toolchains.kbuild import Config
-from toolchains.source import cache_dir, ensure_source, git
-from toolchains.locks import file_lock
-from toolchains.worktree import resolve
-
-DEFAULT_TOOLCHAINS = ("gcc-12", "clang-19")
-DEFAULT_TARGETS = ("mm/page_alloc.o",)
-
-
-@dataclass(frozen=True)
-class Tree:
-    name: str        # the store's name for it: linux-6.1, or the directory name of a user tree
-    path: Path
-
-
-def open_tree(spec: str) -> Tree:
-    """``6.1`` (Debian's linux-source, made a git tree on first use) or a path to a git tree."""
-    p = Path(spec).expanduser()
-    if p.exists():
-        if not (p / ".git").exists():
-            raise InputError(f"{spec}: not a git tree")
-        return Tree(p.resolve().name, p.resolve())
-    if spec.replace(".", "").isdigit():
-        src = ensure_source(spec)
-        return Tree(f"linux-{spec}", src.path)
-    raise InputError(f"{spec}: no such tree (give a kernel version like 6.1 or a git tree path)")
-
-
-def commit_info(tree: Tree, sha: str, parent: Commit | None = None) -> Commit:
-    """Metadata of one commit; its generation from ``parent`` when that is its first parent."""
-    out = git(tree.path, "log", "-1", "--format=%H%x00%P%x00%s%x00%an <%ae>%x00%cI", sha)
-    full, parents, subject, author, date = out.rstrip("\n").split("\0")
-    first = parents.split()[0] if parents.strip() else None
-    if parent is not None and parent.sha == first and parent.generation is not None:
-        gen = parent.generation + 1
-    else:
-        gen = int(git(tree.path, "rev-list", "--count", "--first-parent", full).strip())
-    return Commit(full, first, subject, author, date, tree.name, generation=gen)
-
-
-def commit_chain(tree: Tree, shas: list[str], parent: Commit | None = None) -> list[Commit]:
-    out = []
-    for sha in shas:
-        parent = commit_info(tree, sha, parent)
-        out.append(parent)
-    return out
-
-
-def range_commits(tree: Tree, spec: str) -> list[str]:
-    """``A..B``: the first-parent commits after A up to B, oldest first; a single rev is itself."""
-    if ".." in spec:
-        a, b = spec.split("..", 1)
-        a_sha, b_sha = resolve(tree.path, a or "HEAD"), resolve(tree.path, b or "HEAD")
-        shas = git(tree.path, "rev-list", "--reverse", "--first-parent", f"{a_sha}..{b_sha}").split()
-        if not shas:
-            raise InputError(f"{spec}: no commits in that range")
-        return shas
-    return [resolve(tree.path, spec)]
-
-
-@dataclass
-class RunPlan:
-    tree: Tree
-    commits: list[Commit]                 # to report on, oldest first
-    to_build: list[Commit]                # commits plus the parents they are compared with
-    series: Series | None = None
+from toolchains.registry import DEFAULT_TOOLCHAINS
+from toolchains.source import Tree, open_tree
+from toolchains.targets import DEFAULT_TARGETS
 
 
 @dataclass
@@ -103,41 +39,6 @@ class RunStats:
     failed: int = 0
     compared: int = 0
     lines: list[str] = field(default_factory=list)
-
-
-def plan_range(store: Store, tree: Tree, spec: str) -> RunPlan:
-    shas = range_commits(tree, spec)
-    first = commit_info(tree, shas[0])
-    parents = [commit_info(tree, first.parent_sha)] if first.parent_sha else []
-    commits = commit_chain(tree, shas, parents[0] if parents else None)
-    store.record_commits(tree.name, parents + commits)
-    return RunPlan(tree, commits, parents + commits)
-
-
-def plan_series(store: Store, tree: Tree, mbox: Path, base: str | None = None,
-                cover: Path | None = None) -> RunPlan:
-    """Apply the series patch by patch and record it (with the patch that did not apply, if any)."""
-    if cover is None:
-        guess = mbox.with_name(mbox.stem + ".cover-letter.eml")
-        cover = guess if guess.exists() else None
-    ser: MboxSeries = read_mbox(mbox, cover)
-    base_sha = pick_base(tree.path, ser, base)
-    scratch = cache_dir() / "worktrees" / f"am-{tree.name}"
-    with file_lock(scratch.with_name(f".am-{tree.name}.lock")):        # one git am at a time per scratch tree
-        applied = apply_series(tree.path, ser, base_sha, scratch)
-    base_commit = commit_info(tree, base_sha)
-    commits = commit_chain(tree, [a.commit for a in applied if a.commit], base_commit)
-    failed = next((a for a in applied if a.status == "failed"), None)
-    rec = Series(tree.name, ser.message_id, ser.subject, ser.version,
-                 (ser.cover or ser.patches[0]).author, (ser.cover or ser.patches[0]).date,
-                 ser.cover.body if ser.cover else "", base_sha,
-                 "failed" if failed else "applied",
-                 f"patch {failed.position} does not apply: {failed.error}" if failed else "",
-                 patches=[SeriesPatch(a.position, a.subject, a.message_id, a.author, a.commit, a.status, a.error)
-                          for a in applied])
-    store.record_commits(tree.name, [base_commit, *commits])
-    rec.id = store.record_series(rec)
-    return RunPlan(tree, commits, [base_commit, *commits], rec)
 
 
 def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str) -> int:
@@ -262,6 +163,3 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
     stats.compared = compare_all(store, plan, toolchains, targets, config)
     return report(store, plan, toolchains, targets), stats
 
-
-__all__ = ["run", "open_tree", "plan_range", "plan_series", "build_all", "compare_all", "report", "RunPlan",
-           "RunStats", "Tree", "BuildError", "StoreError"]

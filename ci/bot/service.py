@@ -5,11 +5,11 @@ One poll:
   1. send what an earlier run decided but did not send (a crash, a refused connection,
      the daily cap);
   2. read the messages the store has not seen from the maildir / mbox and record them;
-  3. assemble series (ci.assemble) from every patch and cover letter not yet settled;
+  3. assemble series (ci.bot.assemble) from every patch and cover letter not yet settled;
   4. per series: superseded, waiting, not watched, incomplete (time-out passed), or ready:
      apply with git am (ci.pipeline.plan_series), build and compare each patch with its
      parent under the configured toolchains (build_all / compare_all), report from the
-     store, select what the policy reports (ci.verdict);
+     store, select what the policy reports (ci.bot.verdict);
   5. record the decision with its composed mails in one transaction (exactly once per
      series version and finding set), then send them and mark each sent.
 
@@ -17,7 +17,7 @@ A crash anywhere loses nothing: before 5 the series is still open and is tested 
 (its builds are in the store, so that is quick); after 5 its mails are ``decided`` and
 step 1 of the next run sends them. A duplicate is possible only if the process dies
 between the SMTP server accepting DATA and the store marking the mail sent; the resent
-copy has the same Message-ID, so receivers can drop it (ci.outgoing explains the outbox,
+copy has the same Message-ID, so receivers can drop it (ci.bot.outgoing explains the outbox,
 which has no such window).
 """
 from __future__ import annotations
@@ -34,19 +34,22 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from analyzer.errors import InputError
-from ci import pipeline, verdict
-from ci.assemble import Assembly, PostedSeries, assemble, readiness
-from ci.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
-from ci.outgoing import SendError, Transport
-from ci.patchwork import CONTEXT, Check, patch_check, write_check
-from ci.policy import Policy
-from ci.reply import (Outgoing, TestContext, compose, findings_body, incomplete_body, not_applied_body,
+from ci import pipeline
+from ci.pipeline import builder
+from ci.bot import verdict
+from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
+from ci.bot.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
+from ci.bot.outgoing import SendError, Transport
+from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
+from ci.bot.policy import Policy
+from ci.bot.reply import (Outgoing, TestContext, compose, findings_body, incomplete_body, not_applied_body,
                       stable_message_id)
+from ci.reports.model import SeriesReport, series_report
 from db.botstore import FINAL_STATES, BotMail, BotMessage, BotSeries
-from db.reports import SeriesReport, series_report
 from db.store import Store
 from toolchains.errors import BuildError
-from toolchains.worktree import resolve
+from toolchains.git import resolve
+from toolchains.source import open_tree
 
 KILL_ENV = "SIZEWATCH_BOT_KILL_AT"          # test hook: "decided" or "sent" (see _crash_point)
 
@@ -116,10 +119,10 @@ class Bot:
         self.dry = policy.dry_run
         self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
         for tc in policy.toolchains:
-            pipeline.builder.toolchain_info(tc)             # unknown or missing toolchains fail up front
-        self.tree = pipeline.open_tree(policy.tree)
+            builder.toolchain_info(tc)             # unknown or missing toolchains fail up front
+        self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
-        self.versions = {tc: pipeline.builder.toolchain_info(tc)[1] for tc in policy.toolchains}
+        self.versions = {tc: builder.toolchain_info(tc)[1] for tc in policy.toolchains}
         where = getattr(store, "path", None)
         self.series_dir = (Path(where).with_name(Path(where).name + "-series") if where
                            else Path.home() / ".cache" / "sizewatch" / "bot-series")
@@ -129,7 +132,7 @@ class Bot:
         """Send every decided (or held) mail not yet sent, within the daily cap."""
         if self.dry:
             return
-        pending = self.store.bot_unsent_mails()
+        pending = self.store.bot.unsent_mails()
         if not pending:
             return
         if self.transport is None:
@@ -138,24 +141,24 @@ class Bot:
             return
         cap = self.policy.daily_cap
         day = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-        sent_today = self.store.bot_sent_since(_iso(day)) if cap else 0
+        sent_today = self.store.bot.sent_since(_iso(day)) if cap else 0
         held = sent = 0
         try:
             for mail in pending:
                 if cap and sent_today >= cap:
                     if mail.state != "held":
-                        self.store.bot_mark_unsent(mail.message_id, "held", f"daily cap of {cap} mails reached")
+                        self.store.bot.mark_unsent(mail.message_id, "held", f"daily cap of {cap} mails reached")
                     held += 1
                     continue
                 try:
                     self.transport.send(mail, self.policy.address)
                 except SendError as e:
-                    self.store.bot_mark_unsent(mail.message_id, "decided", str(e))
+                    self.store.bot.mark_unsent(mail.message_id, "decided", str(e))
                     res.failed += 1
                     res.errors.append(f"{e}; {len(pending) - sent} mail(s) kept for the next run")
                     break                                  # the relay is down or refusing: try again next poll
                 _crash_point("sent")
-                self.store.bot_mark_sent(mail.message_id, self.transport.label)
+                self.store.bot.mark_sent(mail.message_id, self.transport.label)
                 res.sent += 1
                 sent += 1
                 sent_today += 1
@@ -167,7 +170,7 @@ class Bot:
     # --- 2: reading -----------------------------------------------------------------------------
     def ingest(self, source: Source, now: datetime, res: PollResult) -> list[BotMessage]:
         label, stamp = source.label, _iso(now)
-        known = self.store.bot_known_keys(label)
+        known = self.store.bot.known_keys(label)
         parsed: dict[str, BotMessage] = {}
         for key, raw in source.read(known):
             res.read += 1
@@ -176,10 +179,10 @@ class Bot:
             if m.kind == "malformed":
                 self.log(f"bot: skipping a malformed message ({m.note}) in {source.path}")
             parsed.setdefault(m.message_id, m)
-        seen = self.store.bot_known_ids(parsed)
+        seen = self.store.bot.known_ids(parsed)
         new = [m for mid, m in parsed.items() if mid not in seen]
         if not self.dry and new:
-            self.store.bot_record_messages(new)
+            self.store.bot.record_messages(new)
         return new
 
     # --- 3 and 4 ----------------------------------------------------------------------------------
@@ -188,12 +191,12 @@ class Bot:
         res = PollResult()
         self.flush(res)
         new = self.ingest(source, now, res)
-        msgs = self.store.bot_open_messages()
+        msgs = self.store.bot.open_messages()
         if self.dry:                                   # nothing was recorded: add what was just read
             have = {m.message_id for m in msgs}
             msgs += [m for m in new if m.kind in ("patch", "cover") and m.message_id not in have]
         # stored series matter only for supersede checks, which are per sender
-        known = self.store.bot_series_list(senders={m.from_addr.lower() for m in msgs}) if msgs else []
+        known = self.store.bot.series_list(senders={m.from_addr.lower() for m in msgs}) if msgs else []
         asm: Assembly = assemble(msgs, known, now, self.policy.incomplete_timeout)
         if source.immediate:                           # a series given on the command line does not wait
             label = source.label
@@ -202,16 +205,16 @@ class Bot:
                     readiness(s, now, timedelta(0))
         for old, by in asm.superseded_known:
             if not self.dry:
-                res.dropped += self.store.bot_supersede(old, by)
+                res.dropped += self.store.bot.supersede(old, by)
             res.series[old] = "superseded"
             self.log(f"bot: {old} superseded by {by}")
         for s in asm.series:
-            done = self.store.bot_get_series(s.key)
+            done = self.store.bot.get_series(s.key)
             if done is not None and done.state in FINAL_STATES:
                 # a late message of a finished series (its cover letter after the time-out, a resent
                 # patch): tied to it, never a new series
                 if not self.dry:
-                    self.store.bot_save_series(done, s.message_ids)
+                    self.store.bot.save_series(done, s.message_ids)
                 self.log(f"bot: {len(s.message_ids)} late message(s) for {s.key} ({done.state}), ignored")
                 continue
             try:
@@ -220,13 +223,13 @@ class Bot:
                 res.errors.append(f"{s.subject}: {e}")
                 res.series[s.key] = "error"
                 if not self.dry:
-                    self.store.bot_save_series(s.to_bot_series("error", str(e)), s.message_ids)
+                    self.store.bot.save_series(s.to_bot_series("error", str(e)), s.message_ids)
         self.flush(res)
         return res
 
     def _save(self, s: PostedSeries, state: str, note: str = "") -> None:
         if not self.dry:
-            self.store.bot_save_series(s.to_bot_series(state, note), s.message_ids)
+            self.store.bot.save_series(s.to_bot_series(state, note), s.message_ids)
 
     def watched(self, s: PostedSeries) -> str:
         """'' when the policy watches this series, else why not."""
@@ -269,8 +272,8 @@ class Bot:
             return
         rec: BotSeries = s.to_bot_series(state, note)
         rec.series_id = series_id
-        self.store.bot_save_series(rec, s.message_ids)
-        d = self.store.bot_decide(rec, verdict.finding_set(items), [r.to_dict() for r in items], outcome,
+        self.store.bot.save_series(rec, s.message_ids)
+        d = self.store.bot.decide(rec, verdict.finding_set(items), [r.to_dict() for r in items], outcome,
                                   [BotMail(m.message_id, m.in_reply_to, m.subject, m.recipients, m.raw)
                                    for m in mails] if outcome == "mail" else [])
         res.series[s.key] = state

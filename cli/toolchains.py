@@ -1,7 +1,6 @@
 """``sizewatch toolchains [install NAME...]`` and ``sizewatch build``: thin click layers over
 toolchains.install, toolchains.matrix and toolchains.build.
 
-Expected failures (bad input, a missing toolchain, apt) are one line on stderr and exit 1.
 A commit that does not build is a result: it is listed, and the exit status is 2.
 """
 from __future__ import annotations
@@ -9,25 +8,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import click
 
-
-@contextmanager
-def _one_line_errors() -> Iterator[None]:
-    from toolchains.errors import BuildError
-    try:
-        yield
-    except BuildError as e:
-        click.echo(f"sizewatch: {e}", err=True)
-        sys.exit(1)
-
-
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
+from cli.common import one_line_errors, split
+from toolchains.registry import DEFAULT_TOOLCHAINS
+from toolchains.targets import DEFAULT_TARGETS
 
 
 @click.group("toolchains", invoke_without_command=True)
@@ -38,7 +25,7 @@ def toolchains_cmd(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from toolchains.install import statuses
-    with _one_line_errors():
+    with one_line_errors():
         rows = statuses()
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
@@ -54,22 +41,9 @@ def toolchains_cmd(ctx: click.Context, as_json: bool) -> None:
 def install_cmd(names: tuple[str, ...]) -> None:
     """Install toolchains NAMES (gcc-11, clang-22, ...) with apt-get."""
     from toolchains.install import install
-    with _one_line_errors():
+    with one_line_errors():
         for r in install(list(names), log=lambda s: click.echo(f"sizewatch: {s}", err=True)):
             click.echo(f"{r.name:10} {'installed' if r.installed else 'missing':9} {r.version or '-'}")
-
-
-def _open_tree(spec: str) -> Path:
-    from toolchains.errors import BuildError
-    from toolchains.source import ensure_source
-    p = Path(spec).expanduser()
-    if p.exists():
-        if not (p / ".git").exists():
-            raise BuildError(f"{spec}: not a git tree")
-        return p.resolve()
-    if re.fullmatch(r"\d+(\.\d+)*", spec):
-        return ensure_source(spec).path
-    raise BuildError(f"{spec}: no such tree (give a kernel version like 6.1 or a git tree path)")
 
 
 def _memory(value: str) -> int | None:
@@ -87,7 +61,7 @@ def _toolchains(value: str) -> list[str]:
     if value.strip() == "installed":
         from toolchains.registry import all_toolchains
         return [t.name for t in all_toolchains() if t.installed]
-    return _split(value)
+    return split(value)
 
 
 @click.command("build")
@@ -97,9 +71,9 @@ def _toolchains(value: str) -> list[str]:
 @click.option("--series", "mbox", type=click.Path(dir_okay=False, path_type=Path),
               help="a patch series (mbox): its base and every patch")
 @click.option("--base", help="base commit for --series when the mbox has no base-commit:")
-@click.option("--toolchains", "tcs", default="gcc-12,clang-19", show_default=True,
+@click.option("--toolchains", "tcs", default=",".join(DEFAULT_TOOLCHAINS), show_default=True,
               help="comma-separated, or 'installed' for every installed one")
-@click.option("--targets", default="mm/page_alloc.o", show_default=True,
+@click.option("--targets", default=",".join(DEFAULT_TARGETS), show_default=True,
               help="objects (mm/page_alloc.o), directories (mm/) or vmlinux, comma-separated")
 @click.option("--config", "config_name", default="defconfig", show_default=True,
               type=click.Choice(["defconfig", "tinyconfig"]),
@@ -124,34 +98,36 @@ def build_cmd(tree: str, commit_spec: str | None, mbox: Path | None, base: str |
 
     Exit status: 0 when everything built, 2 when some build failed (listed), 1 on bad input.
     """
-    from toolchains import commits as tcommits
+    from toolchains import git as tgit
     from toolchains.build import BuildOptions
     from toolchains.errors import BuildError
     from toolchains.kbuild import preset, read_fragment
     from toolchains.matrix import build_matrix
     from toolchains.progress import MatrixProgress
     from toolchains.sandbox import enabled_by_default
-    from toolchains.source import cache_dir
-    with _one_line_errors():
+    from toolchains.source import cache_dir, open_tree
+    with one_line_errors():
         if bool(commit_spec) == bool(mbox):
             raise BuildError("give either --commits (X, X,Y or A..B) or --series FILE.mbox")
         config = preset(config_name, read_fragment(fragment) if fragment else ())
         names = _toolchains(tcs)
         if not names:
             raise BuildError("no toolchains given")
-        tlist = _split(targets)
+        tlist = split(targets)
         if not tlist:
             raise BuildError("no targets given")
-        path = _open_tree(tree)
+        path = open_tree(tree).path
         if mbox is not None:
-            shas = tcommits.from_series(path, mbox, base, cache_dir() / "worktrees" / "am")
+            if not mbox.is_file():
+                raise BuildError(f"{mbox}: no such mbox file")
+            shas = tgit.series_commits(path, mbox, base, cache_dir() / "worktrees" / "am")
         else:
-            shas = tcommits.from_spec(path, commit_spec or "")
+            shas = tgit.commit_list(path, commit_spec or "")
         options = BuildOptions(sandbox=enabled_by_default() and not no_sandbox, ccache=ccache,
                                reports=not no_reports, mode="kbuild" if always_make else "auto",
                                timeout=timeout or None, memory=_memory(memory), jobs=jobs,
                                use_cache=not rebuild)
-        with MatrixProgress(len(shas) * len(names), subjects=tcommits.subjects(path, shas)) as progress:
+        with MatrixProgress(len(shas) * len(names), subjects=tgit.subjects(path, shas)) as progress:
             builds = build_matrix(path, shas, names, tlist, config, options, progress.events, progress.on_build,
                                   parallel)
     if as_json:
@@ -168,5 +144,3 @@ def build_cmd(tree: str, commit_spec: str | None, mbox: Path | None, base: str |
     if any(b.status != "ok" for b in builds):
         sys.exit(2)
 
-
-COMMANDS = (toolchains_cmd, build_cmd)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from db import bloat_tables
-from db.reports import compute_tables
+from ci.reports.model import compute_tables
 from db.store import open_store
 from toolchains.registry import all_toolchains
 from toolchains.source import cache_dir

@@ -9,56 +9,24 @@ the bot mails once per (series version, finding set).
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import asdict, dataclass, field
 
-from ci.policy import ReportRules
-from db.reports import PatchReport, SeriesReport, ToolchainReport
-
-# what the [report] switches select among the stored findings
-CHANGE_KINDS = {"boundary_crossing": "boundary_crossing", "pushed_out_of_line": "pushed_out_of_line",
-                "newly_out_of_line": "newly_out_of_line"}
-BUILD_KINDS = {"always_inline_copy": "always_inline_copy", "hot_not_inlined": "hot_not_inlined"}
-ORDER = ("build_error", "build_error_one_compiler", "always_inline_copy", "hot_not_inlined", "boundary_crossing",
-         "growth", "pushed_out_of_line", "newly_out_of_line", "not_applied", "incomplete")
+from analyzer.kinds import Kind, Scope
+from ci.bot.policy import ReportRules
+from ci.reports.model import PatchReport, Reportable, SeriesReport, ToolchainReport, reportable_order, tree_relative
 
 
-@dataclass(frozen=True)
-class Reportable:
-    kind: str                          # one of ORDER
-    message: str
-    position: int | None = None        # the patch; None: the whole series
-    toolchain: str = ""
-    function: str = ""
-    reasons: tuple[str, ...] = ()      # the compiler's own words, when it gave any
-    data: dict = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def key(self) -> str:
-        return f"{self.position if self.position is not None else '-'}|{self.toolchain}|{self.kind}|{self.function}"
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["reasons"] = list(self.reasons)
-        return d
+def _switched_on(rules: ReportRules, kind: str, scope: Scope) -> bool:
+    """A stored finding is reported when it is of the scope asked for and its [report] switch
+    (named as the kind) is on; kinds without a switch are never mailed."""
+    return kind in _SCOPES[scope] and getattr(rules, kind, False) is True
 
 
-_ABS = re.compile(r"(?<![^\s'\"(\[])/[^\s:'\"]*?/(?:worktrees|build)/[^/\s:'\"]+/")
-
-
-def tree_relative(line: str) -> str:
-    """Compiler messages name files the way developers see them (mm/page_alloc.c:5704:28), not by
-    the bot's worktree or build directory (``<cache>/worktrees/<name>/``, ``<cache>/build/<name>/``)."""
-    return _ABS.sub("", line)
+_SCOPES = {s: {k.value for k in Kind if k.scope is s} for s in Scope}
 
 
 def finding_set(items: list[Reportable]) -> str:
     """The hash that, with the series version, makes a decision unique."""
     return hashlib.sha256("\n".join(sorted(r.key for r in items)).encode()).hexdigest()
-
-
-def sort_key(r: Reportable) -> tuple:
-    return (r.position or 0, r.toolchain, ORDER.index(r.kind) if r.kind in ORDER else len(ORDER), r.function)
 
 
 def _reasons(data: dict) -> tuple[str, ...]:
@@ -71,11 +39,11 @@ def toolchain_findings(p: PatchReport, t: ToolchainReport, rules: ReportRules) -
     """Findings of one patch under one toolchain that the rules select (build errors aside)."""
     out: list[Reportable] = []
     for f in t.changes:
-        if getattr(rules, CHANGE_KINDS.get(f.kind, "-"), False):
+        if _switched_on(rules, f.kind, Scope.CHANGE):
             out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
                                   _reasons(f.data), f.data))
     for f in t.new_in_build:
-        if getattr(rules, BUILD_KINDS.get(f.kind, "-"), False):
+        if _switched_on(rules, f.kind, Scope.OBJECT):
             out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
                                   _reasons(f.data), f.data))
     if t.tables and t.status == "ok" and t.base_status == "ok":
@@ -85,7 +53,7 @@ def toolchain_findings(p: PatchReport, t: ToolchainReport, rules: ReportRules) -
         if over_bytes or over_pct:
             limits = " or ".join(x for x in (f"{rules.growth_bytes} bytes" if rules.growth_bytes else "",
                                              f"{rules.growth_percent:g}%" if rules.growth_percent else "") if x)
-            out.append(Reportable("growth", f"{t.target} grew by {table.net} bytes ({table.percent:+.2f}%), "
+            out.append(Reportable(Kind.GROWTH.value, f"{t.target} grew by {table.net} bytes ({table.percent:+.2f}%), "
                                             f"over the limit of {limits}", p.position, t.toolchain, t.target,
                                   data={"net": table.net, "percent": table.percent,
                                         "before": table.old_total, "after": table.new_total}))
@@ -99,7 +67,7 @@ def build_breakage(p: PatchReport, rules: ReportRules) -> list[Reportable]:
     if not broken:
         return []
     every = len(broken) == len(judged)
-    kind = "build_error" if every else "build_error_one_compiler"
+    kind = (Kind.BUILD_ERROR if every else Kind.BUILD_ERROR_ONE_COMPILER).value
     if not getattr(rules, kind):
         return []
     fine = sorted({t.toolchain for t in judged if t.status == "ok"})
@@ -122,4 +90,4 @@ def series_findings(report: SeriesReport, rules: ReportRules) -> list[Reportable
         out += build_breakage(p, rules)
         for t in p.toolchains:
             out += toolchain_findings(p, t, rules)
-    return sorted(out, key=sort_key)
+    return sorted(out, key=reportable_order)

@@ -1,0 +1,2 @@
+"""Reports: one model assembled from the store (``model``), rendered as text, Markdown and JSON
+(``text``) and as mail (``mail``); the dashboard renders the same model as HTML."""

@@ -1,0 +1,4 @@
+"""``python -m cli``: the ``sizewatch`` command."""
+from cli.main import main
+
+main()

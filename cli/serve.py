@@ -1,0 +1,26 @@
+"""``sizewatch serve``: the dashboard for a store (a thin click layer over web.server); the only
+command that imports the web stack."""
+from __future__ import annotations
+
+import click
+
+from cli.common import db_option, one_line_errors
+
+
+@click.command("serve")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=5000, show_default=True, type=click.IntRange(0, 65535),
+              help="port (0: any free port, printed at start)")
+@click.option("--token", envvar="SIZEWATCH_TOKEN", default=None,
+              help="token that actions (re-run) need; also $SIZEWATCH_TOKEN. Without one the server is read-only")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+              help="read the token from the first line of this file (keeps it out of the process list)")
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 256),
+              help="request threads (pages are CPU work under one GIL: more threads only queue behind each other)")
+def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, threads: int) -> None:
+    """Serve the dashboard (pages, JSON API under /api/) for a store."""
+    from web.server import serve, settings_for
+    with one_line_errors():
+        settings = settings_for(db, token, token_file)
+        serve(settings, host, port, threads)
