@@ -57,15 +57,31 @@ class SourceTree:
         return self._lines[recorded]
 
 
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _word(text: str, name: str) -> int:
+    """Where ``name`` first stands as a whole word in ``text`` (``\\bname\\b``), or -1. A regex per
+    function name cost ~0.1 s of ``sizewatch inspect`` in compiling alone (600 names)."""
+    at = text.find(name)
+    while at >= 0:
+        end = at + len(name)
+        if (at == 0 or not _is_word_char(text[at - 1])) and (end == len(text) or not _is_word_char(text[end])):
+            return at
+        at = text.find(name, at + 1)
+    return -1
+
+
 def declaration_text(lines: list[str], line: int, name: str) -> str | None:
     """The declaration's text before ``name`` (1-based ``line``), or None when the name is not there."""
     if not (1 <= line <= len(lines)):
         return None
     cur = lines[line - 1]
-    m = re.search(r"\b" + re.escape(name) + r"\b", cur)
-    if not m:
+    at = _word(cur, name)
+    if at < 0:
         return None
-    parts = [cur[:m.start()]]
+    parts = [cur[:at]]
     i = line - 2
     while i >= 0 and line - 2 - i < _LOOKBACK:
         prev = lines[i]

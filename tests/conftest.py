@@ -77,6 +77,36 @@ def compile_c(tmp_path_factory):
     return cc
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/*.golden from this run's output instead of comparing")
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+@pytest.fixture(scope="session")
+def golden(request):
+    """Compare a command's output with ``tests/golden/NAME.golden`` (SuperSize's way: run with
+    ``--update-golden`` to rewrite the files, then read the diff in review)."""
+    update = request.config.getoption("--update-golden")
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / f"{name}.golden"
+        if update:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+            return
+        if not path.exists():
+            pytest.fail(f"{path} missing: run pytest --update-golden once and review it")
+        want = path.read_text()
+        if text != want:
+            import difflib
+            diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True), str(path), "now", n=2))
+            pytest.fail(f"output differs from {path.name} (pytest --update-golden rewrites it):\n{diff[:6000]}")
+    return check
+
+
 _series_cache: dict[str, list] = {}
 
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from analyzer.errors import InputError
 from toolchains.kbuild import DEFAULT_FRAGMENT, Config
+from toolchains.registry import DEFAULT_TOOLCHAINS
+from toolchains.targets import DEFAULT_TARGETS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -110,8 +112,8 @@ class Policy:
     dashboard_url: str = "http://127.0.0.1:5000"
     tree: str = "6.1"
     base: str = "HEAD"                   # when a series' base-commit: is absent or not in the tree
-    toolchains: tuple[str, ...] = ("gcc-12", "clang-19")
-    targets: tuple[str, ...] = ("mm/page_alloc.o",)
+    toolchains: tuple[str, ...] = DEFAULT_TOOLCHAINS
+    targets: tuple[str, ...] = DEFAULT_TARGETS
     config: str = "defconfig"
     config_fragment: tuple[str, ...] = DEFAULT_FRAGMENT
     incomplete_timeout: timedelta = timedelta(hours=6)

@@ -16,6 +16,8 @@ from flask import Blueprint, abort, jsonify, redirect, render_template, request
 
 from db.models import Commit
 from db.store import Store
+from toolchains.registry import DEFAULT_TOOLCHAINS
+from toolchains.targets import DEFAULT_TARGETS
 from web import context, params
 from web.jobs import Job
 from web.pages.commit import find_commit
@@ -45,8 +47,8 @@ def _rerun_args(store: Store, commit: Commit) -> list[str]:
         if bad:
             abort(400, description=f"unknown toolchain {bad[0][:40]!r}: known are {', '.join(sorted(known))}")
     else:
-        tcs = sorted({b.toolchain for b in builds}) or ["gcc-12", "clang-19"]
-    targets = sorted({b.target for b in builds}) or ["mm/page_alloc.o"]
+        tcs = sorted({b.toolchain for b in builds}) or list(DEFAULT_TOOLCHAINS)
+    targets = sorted({b.target for b in builds}) or list(DEFAULT_TARGETS)
     tree = store.tree_path(commit.tree) or commit.tree.removeprefix("linux-")
     rng = f"{commit.parent_sha}..{commit.sha}" if commit.parent_sha else commit.sha
     return ["run", rng, "--tree", tree, "--toolchains", ",".join(tcs), "--targets", ",".join(targets),

@@ -1,0 +1,101 @@
+"""The wheel a user installs with ``pip install``: built from this checkout, installed into a fresh
+virtualenv outside it, and run from a directory that knows nothing of the checkout. It must carry
+everything the commands read at run time (migrations, templates, static files, Chart.js, the toolchain
+registry, the example series) and work on a store it creates."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+def _run(*args, cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    dist = tmp / "dist"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = dist.glob("sizewatch-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    inst = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True, text=True,
+                          timeout=900)
+    assert inst.returncode == 0, inst.stderr
+    away = tmp / "elsewhere"                      # no checkout here: only the installed package can answer
+    away.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(SIZEWATCH_CACHE=str(tmp / "cache"), SIZEWATCH_DB=str(away / "new.db"),
+               PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+    return {"wheel": wheel, "venv": venv, "cwd": away, "env": env}
+
+
+def test_the_wheel_carries_what_the_commands_read(installed):
+    names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    migrations = sorted(p.name for p in (ROOT / "db" / "migrations").glob("*.sql"))
+    assert migrations and all(f"db/migrations/{m}" in names for m in migrations)
+    for want in ("web/templates/commit.html", "web/static/sizewatch.css",
+                 "web/node_modules/chart.js/dist/chart.umd.min.js", "toolchains/registry/gcc-12.toml",
+                 "toolchains/examples/rmqueue-always-inline.mbox", "cli/main.py", "ci/bot/service.py"):
+        assert want in names, want
+
+
+def test_installed_commands_run_outside_the_checkout(installed):
+    venv, cwd, env = installed["venv"], installed["cwd"], installed["env"]
+    where = _run(venv / "bin" / "python", "-c", "import cli, db; print(cli.__file__, db.__file__)", cwd=cwd, env=env)
+    assert where.returncode == 0 and str(ROOT) not in where.stdout and str(venv) in where.stdout, where
+
+    hist = _run(venv / "bin" / "sizewatch", "history", "get_page_from_freelist", cwd=cwd, env=env)
+    assert hist.returncode == 1, hist
+    assert hist.stderr == "sizewatch: get_page_from_freelist: not found in any stored build\n"   # a store, migrated
+    assert (cwd / "new.db").is_file()
+
+    rep = _run(venv / "bin" / "sizewatch", "report", "deadbeef", cwd=cwd, env=env)
+    assert rep.returncode == 1 and rep.stderr == "sizewatch: 'deadbeef': no such commit or series in the store\n", rep
+
+    toolchains = _run(venv / "bin" / "sizewatch", "toolchains", "--json", cwd=cwd, env=env)
+    assert toolchains.returncode == 0, toolchains.stderr
+    assert {"gcc-12", "clang-19"} <= {t["name"] for t in json.loads(toolchains.stdout)}
+
+
+def test_installed_dashboard_serves_pages_and_chart_js(installed):
+    venv, cwd, env = installed["venv"], installed["cwd"], installed["env"]
+    if not (cwd / "new.db").exists():
+        _run(venv / "bin" / "sizewatch", "history", "x", cwd=cwd, env=env)
+    proc = subprocess.Popen([str(venv / "bin" / "sizewatch"), "serve", "--port", "0"], cwd=cwd, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert "serving" in line, line
+        base = line.split(" on ", 1)[1].split()[0].rstrip("/")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/", timeout=5) as r:
+                    assert r.status == 200 and b"sizewatch" in r.read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        with urllib.request.urlopen(base + "/static/vendor/chart.umd.min.js", timeout=5) as r:
+            assert r.status == 200 and b"Chart" in r.read()
+        with urllib.request.urlopen(base + "/api/", timeout=5) as r:
+            assert json.loads(r.read())["commits"] == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
