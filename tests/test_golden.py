@@ -85,9 +85,19 @@ def test_bot_mail(example_store, tmp_path, golden):
     golden("bot-mail-example-series.mbox", _masked(out))
 
 
+@pytest.fixture(scope="module")
+def patch2_source(example_series):
+    """A checkout of patch 2 for the declarations. Without ``--source``, inspect reads the files DWARF
+    names: the build's worktree, which holds whatever commit was built there last."""
+    from toolchains.git import ensure_worktree
+    from toolchains.source import cache_dir, ensure_source
+    commit = example_series(TOOLCHAINS[0])[2].commit
+    return ensure_worktree(ensure_source("6.1").path, cache_dir() / "worktrees" / "golden", commit)
+
+
 @pytest.mark.parametrize("toolchain", TOOLCHAINS)
-def test_inspect(example_series, toolchain, golden):
+def test_inspect(example_series, patch2_source, toolchain, golden):
     """Patch 2 (the __always_inline change) as ``sizewatch inspect`` shows it."""
     obj = example_series(toolchain)[2].object_path
-    got = _sizewatch("inspect", str(obj)).stdout
+    got = _sizewatch("inspect", str(obj), "--source", str(patch2_source)).stdout
     golden(f"inspect-{toolchain}-patch2.txt", _masked(got))

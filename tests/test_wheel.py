@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,8 +29,13 @@ def _run(*args, cwd: Path, env: dict, timeout: float = 600) -> subprocess.Comple
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     dist = tmp / "dist"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+    leftovers = [p for p in (ROOT / "build", ROOT / "sizewatch.egg-info") if not p.exists()]
+    try:
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                               capture_output=True, text=True, timeout=600)
+    finally:                                      # setuptools builds in the tree: leave it as it was
+        for p in leftovers:
+            shutil.rmtree(p, ignore_errors=True)
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("sizewatch-*.whl")
     venv = tmp / "venv"

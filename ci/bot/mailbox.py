@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Iterator
 
 from analyzer.errors import InputError
-from toolchains.series import base_commit_of, patch_tag
 from db.botstore import BotMessage
+from toolchains.series import base_commit_of, patch_tag
 
 _REPLY = re.compile(r"^\s*(re|aw|sv|antw|fwd?|wg)\s*(\[\d+\])?\s*:", re.I)
 _PATCH = re.compile(r"\[[^\]]*\bPATCH\b[^\]]*\]", re.I)

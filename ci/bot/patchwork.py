@@ -12,8 +12,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ci.bot.verdict import Reportable
-from ci.reports.model import PatchReport
+from ci.reports.model import PatchReport, Reportable
 
 STATES = ("pending", "success", "warning", "fail")
 CONTEXT = "sizewatch"
