@@ -25,6 +25,27 @@ def one_line_errors(prog: str = "sizewatch") -> Iterator[None]:
         sys.exit(1)
 
 
+def run_standalone(command: click.Command, args: list[str] | None, prog_name: str) -> None:
+    """Run a click command as a program, with usage errors as one line too (exit 2).
+
+    click's own standalone mode prints a three-line usage block for a usage error; every other
+    failure here is one line, so the shell sees one convention: one line on stderr, exit 1 for
+    bad input, 2 for a bad command line, 130 when interrupted.
+    """
+    try:
+        rv = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.UsageError as e:
+        where = e.ctx.command_path if e.ctx is not None else prog_name
+        click.echo(f"{where}: {e.format_message()} (see '{where} --help')", err=True)
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        click.echo(f"{prog_name}: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
 def split(value: str | None) -> list[str]:
     """A comma-separated option as a list (blank entries dropped)."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]

@@ -42,8 +42,14 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+def group() -> None:
     """Static code-size and inlining analysis for Linux kernel builds."""
+
+
+def main(args: list[str] | None = None) -> None:
+    """The console script: usage errors are one line too (``cli.common.run_standalone``)."""
+    from cli.common import run_standalone
+    run_standalone(group, args, "sizewatch")
 
 
 if __name__ == "__main__":

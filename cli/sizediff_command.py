@@ -13,6 +13,7 @@ import click
 from analyzer import bloat, formats
 from analyzer.elf import load_images
 from analyzer.errors import SizewatchError
+from cli.common import run_standalone
 from cli.output import emit_and_exit
 
 
@@ -117,10 +118,4 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
 
 def main(args: list[str]) -> None:
     """Usage errors too are one line on stderr (exit 2), like every other error."""
-    try:
-        command.main(args=args, prog_name="sizediff", standalone_mode=False)
-    except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as e:
-        click.echo(f"sizediff: {e.format_message()} (see sizediff --help)", err=True)
-        sys.exit(e.exit_code)
+    run_standalone(command, args, "sizediff")

@@ -1,0 +1,48 @@
+"""The command line's own conventions: usage errors are one line on stderr with exit 2, for
+``sizewatch`` and every subcommand as for ``sizediff``; help still works."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.main import COMMANDS
+
+
+def _exe(name: str) -> list[str]:
+    exe = shutil.which(name, path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "cli"]
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["nosuch"], "sizewatch: No such command 'nosuch'."),
+    (["inspect"], "sizewatch inspect: Missing argument 'OBJ'."),
+    (["history"], "sizewatch history: Missing argument 'FUNCTION'."),
+    (["toolchains", "--bogus"], "sizewatch toolchains: No such option '--bogus'"),
+    (["report", "--db"], "sizewatch: Option '--db' requires an argument."),
+])
+def test_usage_errors_are_one_line_exit_2(args, expect):
+    p = subprocess.run(_exe("sizewatch") + args, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(expect), p.stderr
+    assert "Traceback" not in p.stderr and "Usage:" not in p.stderr
+
+
+def test_sizediff_usage_error_is_one_line_exit_2():
+    exe = shutil.which("sizediff", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "cli.sizediff"]
+    p = subprocess.run(cmd + ["--nosuch", "a", "b"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == [p.stderr.strip()] and p.stderr.startswith("sizediff: No such option '--nosuch'")
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_subcommand_has_help(name):
+    p = subprocess.run(_exe("sizewatch") + [name, "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"Usage: sizewatch {name} ")
