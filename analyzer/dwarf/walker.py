@@ -481,7 +481,9 @@ class Walker:
     def dies(self, u: UnitHeader) -> Iterator[tuple[int, int, int, list[tuple[int, int, object]]]]:
         """(offset, depth, tag, [(attribute, form, value)]) of every DIE of a unit, values
         resolved as far as the encoding allows: strings to text, addrx to addresses,
-        unit-relative references to .debug_info offsets, implicit_const to its constant."""
+        unit-relative references to .debug_info offsets, rnglistx to .debug_rnglists offsets,
+        implicit_const to its constant. The inline facts do not need it: it shows the tests
+        every form the walk decodes."""
         _p, _raw, cu = self.unit_context(u)
         shapes, _sizes = self.forms(u.address_size, u.offset_size)
         tab = self.abbrevs(u.abbrev_offset, u.address_size, u.offset_size)
@@ -503,6 +505,9 @@ class Walker:
                 v, p = (const, p) if fm == F_IMPLICIT else read_form(b, p, fm, shapes, bo)
                 if fm in REF_UNIT:
                     v += u.offset
+                elif fm == F_RNGLISTX:      # to the list's offset in .debug_rnglists, as pyelftools gives it
+                    v = cu["rnglists_base"] + fixed(self.rnglists, cu["rnglists_base"] + v * u.offset_size,
+                                                    u.offset_size, ".debug_rnglists", bo)
                 elif fm in ADDRX:
                     v = self.address(fm, v, cu)
                 elif fm in STRX or fm in (F_STRP, F_LINE_STRP, F_STRING):
