@@ -401,9 +401,12 @@ def dwarf_layout(units: list[DwarfUnit]) -> tuple[dict[str, bytes], dict[str, in
 
 # --- the ELF container ------------------------------------------------------------------------
 
-def elf_file(sections: dict[str, bytes], symbols: list[tuple[str, int, int]] = (), text: bytes = b"\xc3" * 64) -> bytes:
+def elf_file(sections: dict[str, bytes], symbols: list[tuple[str, int, int]] = (), text: bytes | None = None) -> bytes:
     """A relocatable x86-64 ELF with .text, the given sections, and a symbol table holding a
-    section symbol for .text and the (name, value, size) functions in it."""
+    section symbol for .text and the (name, value, size) functions in it (.text is made long
+    enough to hold them)."""
+    if text is None:
+        text = b"\xc3" * max([64, *(v + n for _name, v, n in symbols)])
     names = [".text", *sections, ".symtab", ".strtab", ".shstrtab"]
     shstr = bytearray(b"\0")
     name_off = {}

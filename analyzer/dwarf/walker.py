@@ -131,9 +131,11 @@ class Walker:
         return None
 
     def address(self, fm: int, v, cu: dict) -> int:
+        asz = cu["asz"]
         if fm in ADDRX:
-            asz = cu["asz"]
             return fixed(self.addr, cu["addr_base"] + v * asz, asz, ".debug_addr", self.bo)
+        if not 0 <= v < (1 << (8 * asz)) - 1:      # e.g. a negative sdata: no address at all
+            raise corrupt(INFO, cu["offset"], f"address {v:#x} outside the {8 * asz}-bit address space")
         return v
 
     def range_list(self, fm: int, v, cu: dict) -> list[tuple[int, int]]:
@@ -203,6 +205,9 @@ class Walker:
                     base = t
                     continue
                 out.append((base + s, base + t))
+        top = 1 << (8 * asz)
+        if any(c >= top for _a, c in out):
+            raise corrupt(sec, v, f"range past the {8 * asz}-bit address space")
         return [(a, c) for a, c in out if c > a]
 
     # --- the line table's file names ------------------------------------------------------
@@ -350,7 +355,8 @@ class Walker:
             raise corrupt(INFO, e.pos, str(e)) from None
         if p > u.end:
             raise corrupt(INFO, u.die_offset, f"unit DIE runs past the end of its unit ({u.end:#x})")
-        cu = {"ver": u.version, "asz": u.address_size, "osz": u.offset_size, "tag": tag, "children": children}
+        cu = {"ver": u.version, "asz": u.address_size, "osz": u.offset_size, "tag": tag, "children": children,
+              "offset": u.offset}
         for key, ats in (("str_offsets_base", (AT_STR_OFFSETS_BASE,)), ("addr_base", (AT_ADDR_BASE, AT_GNU_ADDR_BASE)),
                          ("rnglists_base", (AT_RNGLISTS_BASE,))):
             at = next((a for a in ats if a in raw_cu), None)
@@ -442,6 +448,8 @@ class Walker:
                     if AT_HIGH_PC in a:
                         fm, hv = a[AT_HIGH_PC]
                         hi = self.address(fm, hv, cu) if (fm == F_ADDR or fm in ADDRX) else lo + hv
+                        if hi >> (8 * asz):
+                            raise corrupt(INFO, die_off, f"DW_AT_high_pc past the {8 * asz}-bit address space")
                         rng = [(lo, hi)] if hi > lo else []
                     else:
                         rng = [(lo, lo + 1)]
@@ -557,7 +565,7 @@ def scan_unit_names(raw: dict[str, bytes], little: bool) -> list[tuple[int, str 
                                                   f".debug_abbrev+{u.abbrev_offset:#x}")
             ent = entries[key] = tab[code]
         shapes, _sizes = w.forms(u.address_size, u.offset_size)
-        cu = {"ver": u.version, "asz": u.address_size, "osz": u.offset_size}
+        cu = {"ver": u.version, "asz": u.address_size, "osz": u.offset_size, "offset": u.offset}
         raw_cu = {}
         try:
             for at, fm, const in ent[2]:
