@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 
 from analyzer.dwarf.model import CompileUnitFacts, InlinedInstance, Subprogram
-from analyzer.errors import InputError
 
 DEBUG_SECTIONS = (".debug_info", ".debug_aranges", ".debug_abbrev", ".debug_str", ".debug_line",
                   ".debug_ranges", ".debug_addr", ".debug_str_offsets", ".debug_line_str",

@@ -134,8 +134,9 @@ class Walker:
         asz = cu["asz"]
         if fm in ADDRX:
             return fixed(self.addr, cu["addr_base"] + v * asz, asz, ".debug_addr", self.bo)
-        if not 0 <= v < (1 << (8 * asz)) - 1:      # e.g. a negative sdata: no address at all
-            raise corrupt(INFO, cu["offset"], f"address {v:#x} outside the {8 * asz}-bit address space")
+        if not isinstance(v, int) or not 0 <= v < (1 << (8 * asz)) - 1:   # a block, a negative sdata...
+            what = f"address {v:#x}" if isinstance(v, int) else "address in a block form"
+            raise corrupt(INFO, cu["offset"], f"{what} outside the {8 * asz}-bit address space")
         return v
 
     def range_list(self, fm: int, v, cu: dict) -> list[tuple[int, int]]:
@@ -256,10 +257,10 @@ class Walker:
         p += opcode_base                            # opcode_base itself + the standard opcode lengths
         if ver >= 5:
             shapes, _sizes = self.forms(asz if asz in (1, 2, 4, 8) else cu["asz"], osz)
-            dirs = [self._entry_path(e, cu) for e in self._entries(b, p, hend, shapes, cu, "directory")]
-            p = self._after
+            entries, p = self._entries(b, p, hend, shapes, "directory")
+            dirs = [self._entry_path(e, cu) for e in entries]
             out = []
-            for e in self._entries(b, p, hend, shapes, cu, "file name"):
+            for e in self._entries(b, p, hend, shapes, "file name")[0]:
                 name = self._entry_path(e, cu)
                 di = e.get(LNCT["directory_index"], (None, 0))[1]
                 d = dirs[di] if isinstance(di, int) and 0 <= di < len(dirs) else None
@@ -293,7 +294,7 @@ class Walker:
             out.append(_join(dirs[di] if di < len(dirs) else None, name))
         return out
 
-    def _entries(self, b: bytes, p: int, hend: int, shapes: dict, cu: dict, what: str) -> list[dict]:
+    def _entries(self, b: bytes, p: int, hend: int, shapes: dict, what: str) -> tuple[list[dict], int]:
         """DWARF 5 directory or file name entries: a format (content type, form) list, a count,
         then the entries; the count is checked against the bytes left in the header."""
         sec = ".debug_line"
@@ -320,8 +321,7 @@ class Walker:
                     raise corrupt(sec, p, f"{what} entries run past the line table header")
                 e[ct] = (fm, v)
             out.append(e)
-        self._after = p
-        return out
+        return out, p
 
     def _entry_path(self, e: dict, cu: dict) -> str | None:
         fv = e.get(LNCT["path"])
