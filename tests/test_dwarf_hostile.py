@@ -244,3 +244,47 @@ def test_mutated_dwarf(tmp_path):
                 outcomes["InputError"] = outcomes.get("InputError", 0) + 1
         assert time.perf_counter() - t < 3, case
     assert outcomes.get("ok", 0) > 40 and outcomes.get("InputError", 0) > 200, outcomes
+
+
+# --- work that would grow faster than the file: bounded --------------------------------------------
+
+def _v4_unit(body: bytes, abbrev_offset: int = 0) -> bytes:
+    rest = (4).to_bytes(2, "little") + abbrev_offset.to_bytes(4, "little") + bytes([8]) + body
+    return len(rest).to_bytes(4, "little") + rest
+
+
+def _bounded(tmp_path, secs: dict[str, bytes], reason: str | None) -> None:
+    path = write(tmp_path, secs)
+    t = time.perf_counter()
+    if reason is None:
+        read(path)
+    else:
+        fails_with(path, reason)
+    assert time.perf_counter() - t < 5
+
+
+def test_zero_width_attributes_cost_no_more_than_their_bytes(tmp_path):
+    """200k flag_present attributes in one abbreviation, used by 20k one-byte DIEs."""
+    abbrev = bytes([1, 0x11, 1, 0x03, 0x08, 0, 0]) + bytes([2, 0x2E, 0]) + bytes([0x3F, 0x19]) * 200_000 + b"\0\0\0"
+    info = _v4_unit(bytes([1]) + b"x.c\0" + bytes([2]) * 20_000 + b"\0")
+    _bounded(tmp_path, {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0"}, None)
+
+
+def test_overlapping_abbreviation_tables(tmp_path):
+    """10k units each pointing into the middle of one 20k-entry abbreviation table."""
+    entries = b"".join(bytes([0x80 | (c & 0x7F), 0x80 | ((c >> 7) & 0x7F), c >> 14, 0x24, 0, 0, 0])
+                       for c in range(1 << 14, (1 << 14) + 20_000))
+    abbrev = entries + bytes([1, 0x11, 0, 0, 0]) + b"\0"
+    info = b"".join(_v4_unit(bytes([1]), 7 * k) for k in range(0, 20_000, 2))
+    _bounded(tmp_path, {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0"},
+             r"corrupt DWARF in \.debug_abbrev at 0x[0-9a-f]+: abbreviation tables overlap")
+
+
+def test_range_list_shared_by_every_unit(tmp_path):
+    """20k units whose subprogram names one 50k-entry range list."""
+    abbrev = bytes([1, 0x11, 1, 0, 0]) + bytes([2, 0x2E, 0, 0x55, 0x17, 0, 0]) + b"\0"
+    info = _v4_unit(bytes([1, 2]) + (0).to_bytes(4, "little") + b"\0") * 20_000
+    ranges = b"".join((16 * k).to_bytes(8, "little") + (16 * k + 8).to_bytes(8, "little")
+                      for k in range(1, 50_001)) + bytes(16)
+    _bounded(tmp_path, {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0", ".debug_ranges": ranges},
+             r"corrupt DWARF in \.debug_ranges at 0x0: range lists overlap")

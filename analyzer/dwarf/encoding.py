@@ -279,8 +279,9 @@ def abbrev_entry(b: bytes, p: int) -> tuple[int, Abbrev | None, int]:
     return code, (tag, children, tuple(attrs)), p
 
 
-def abbrev_table(b: bytes, off: int, want: int | None = None) -> dict[int, Abbrev]:
-    """The abbreviation table at ``off`` (all of it, or up to the entry ``want``)."""
+def abbrev_table(b: bytes, off: int, want: int | None = None, with_length: bool = False):
+    """The abbreviation table at ``off`` (all of it, or up to the entry ``want``), as a dict
+    code -> entry; with ``with_length``, (bytes parsed, that dict)."""
     sec = ".debug_abbrev"
     if not 0 <= off < len(b):
         raise corrupt(sec, off, f"abbreviation table offset past the end of the section ({len(b):#x} bytes)")
@@ -291,12 +292,12 @@ def abbrev_table(b: bytes, off: int, want: int | None = None) -> dict[int, Abbre
             start = p
             code, ent, p = abbrev_entry(b, p)
             if ent is None:
-                return tab
+                return (p - off, tab) if with_length else tab
             if code in tab:
                 raise corrupt(sec, start, f"abbreviation code {code} declared twice in the table at {off:#x}")
             tab[code] = ent
             if code == want:
-                return tab
+                return (p - off, tab) if with_length else tab
     except IndexError:
         raise corrupt(sec, p, f"abbreviation table at {off:#x} runs past the end of the section") from None
     except LebTooLong as e:

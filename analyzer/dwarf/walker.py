@@ -72,6 +72,11 @@ class Walker:
         # decoded string bytes allowed: overlapping string offsets must not turn a small file
         # into gigabytes of copies
         self._string_budget = 8 * (len(self.str) + len(self.line_str) + len(self.line) + len(self.info)) + (1 << 20)
+        # the same for bytes parsed again and again: abbreviation tables, line table headers and
+        # range lists that many units point into (real files parse each about once)
+        self._abbrev_budget = 8 * len(self.abbrev) + (1 << 20)
+        self._line_budget = 8 * len(self.line) + (1 << 20)
+        self._range_budget = 8 * (len(self.rnglists) + len(self.ranges)) + (1 << 20)
 
     # --- tables ---------------------------------------------------------------------------
     def forms(self, asz: int, osz: int) -> tuple[dict, dict]:
@@ -83,14 +88,26 @@ class Walker:
         return got
 
     def abbrevs(self, off: int, asz: int, osz: int) -> dict:
-        """code -> (tag, has children, attributes, byte size or None) of one abbreviation table."""
+        """code -> (tag, has children, attributes, byte size or None, decode plan) of one
+        abbreviation table.
+
+        The plan is the attributes the walk has to look at: every one that takes bytes, and of
+        those that take none (flag_present, implicit_const) only the last of each wanted
+        attribute, so an abbreviation with a million zero-width attributes costs no more per
+        DIE than its bytes.
+        """
         key = (off, asz, osz)
         tab = self._abbrevs.get(key)
         if tab is not None:
             return tab
         _shapes, sizes = self.forms(asz, osz)
         tab = {}
-        for code, (tag, children, attrs) in abbrev_table(self.abbrev, off).items():
+        parsed, entries = abbrev_table(self.abbrev, off, with_length=True)
+        self._abbrev_budget -= parsed
+        if self._abbrev_budget < 0:
+            raise corrupt(".debug_abbrev", off, "abbreviation tables overlap beyond any real file "
+                                                "(parse budget spent)")
+        for code, (tag, children, attrs) in entries.items():
             size: int | None = 0
             for _at, fm, _c in attrs:
                 w = sizes.get(fm)
@@ -98,7 +115,7 @@ class Walker:
                     size = None
                     break
                 size += w
-            tab[code] = (tag, children, attrs, size)
+            tab[code] = (tag, children, attrs, size, _plan(attrs, sizes))
         self._abbrevs[key] = tab
         return tab
 
@@ -111,7 +128,7 @@ class Walker:
         s = self._strings.get(key)
         if s is None:
             s = cstr(b, p, section)
-            self._string_budget -= len(s)
+            self._string_budget -= len(s) + 1
             if self._string_budget < 0:
                 raise corrupt(section, p, "strings overlap beyond any real file (decoded string budget spent)")
             self._strings[key] = s
@@ -150,6 +167,7 @@ class Walker:
 
     def _range_list(self, fm: int, v, cu: dict) -> list[tuple[int, int]]:
         asz, bo = cu["asz"], self.bo
+        p = v
         base = cu.get("low_pc", 0)
         out = []
         if cu["ver"] >= 5:
@@ -206,6 +224,9 @@ class Walker:
                     base = t
                     continue
                 out.append((base + s, base + t))
+        self._range_budget -= 2 * asz * len(out) + 1
+        if self._range_budget < 0:
+            raise corrupt(sec, v, "range lists overlap beyond any real file (decode budget spent)")
         top = 1 << (8 * asz)
         if any(c >= top for _a, c in out):
             raise corrupt(sec, v, f"range past the {8 * asz}-bit address space")
@@ -250,6 +271,9 @@ class Walker:
         hlen = fixed(b, p, osz, sec, bo)
         p += osz
         hend = p + hlen
+        self._line_budget -= hend - off
+        if self._line_budget < 0:
+            raise corrupt(sec, off, "line table headers overlap beyond any real file (parse budget spent)")
         if hend > end:
             raise corrupt(sec, off, f"line table header length {hlen:#x} past the end of its table")
         p += 5 if ver >= 4 else 4                   # min_inst_length, [max_ops], default_is_stmt, line_base, range
@@ -343,9 +367,9 @@ class Walker:
             if ent is None:
                 raise corrupt(INFO, u.die_offset, f"abbreviation code {code} missing from the table at "
                                                   f".debug_abbrev+{u.abbrev_offset:#x}")
-            tag, children, attrs, _size = ent
+            tag, children, _attrs, _size, plan = ent
             raw_cu = {}
-            for at, fm, const in attrs:
+            for at, fm, const in plan:
                 v, p = (const, p) if fm == F_IMPLICIT else read_form(b, p, fm, shapes, bo)
                 if at in CU_WANTED:
                     raw_cu[at] = (fm, v)
@@ -405,12 +429,12 @@ class Walker:
                 if ent is None:
                     raise corrupt(INFO, die_off, f"abbreviation code {code} missing from the table at "
                                                  f".debug_abbrev+{u.abbrev_offset:#x}")
-                tag, has_kids, attrs, size = ent
+                tag, has_kids, _attrs, size, plan = ent
                 if tag != TAG_SUBPROGRAM and tag != TAG_INLINED:
                     if size is not None:
                         p += size
                     else:
-                        for _at, fm, _const in attrs:
+                        for _at, fm, _const in plan:
                             if fm != F_IMPLICIT:
                                 _v, p = read_form(b, p, fm, shapes, bo)
                     if p > end:
@@ -419,7 +443,7 @@ class Walker:
                         stack.append((tag, die_off, None))
                     continue
                 a = {}
-                for at, fm, const in attrs:
+                for at, fm, const in plan:
                     if fm == F_IMPLICIT:
                         v = const
                     else:
@@ -507,7 +531,7 @@ class Walker:
             ent = tab.get(code)
             if ent is None:
                 raise corrupt(INFO, die_off, f"abbreviation code {code} missing")
-            tag, has_kids, attrs, _size = ent
+            tag, has_kids, attrs, _size, _plan = ent
             vals = []
             for at, fm, const in attrs:
                 v, p = (const, p) if fm == F_IMPLICIT else read_form(b, p, fm, shapes, bo)
@@ -526,6 +550,20 @@ class Walker:
                 depth += 1
             elif depth == 0:
                 break
+
+
+def _plan(attrs: tuple, sizes: dict[int, int]) -> tuple:
+    """The attributes a DIE walk must look at (see :meth:`Walker.abbrevs`)."""
+    keep = WANTED | CU_WANTED
+    out = []
+    seen: set[int] = set()
+    for at, fm, const in reversed(attrs):
+        if sizes.get(fm) == 0:           # flag_present, implicit_const: no bytes
+            if at not in keep or at in seen:
+                continue
+        seen.add(at)
+        out.append((at, fm, const))
+    return tuple(reversed(out))
 
 
 def _at_name(at: int) -> str:
@@ -557,18 +595,22 @@ def scan_unit_names(raw: dict[str, bytes], little: bool) -> list[tuple[int, str 
         except (IndexError, LebTooLong):
             raise corrupt(INFO, u.die_offset, "unit DIE runs past the end of the section") from None
         key = (u.abbrev_offset, code)
-        ent = entries.get(key)
-        if ent is None:
-            tab = abbrev_table(w.abbrev, u.abbrev_offset, want=code)
+        shapes, sizes = w.forms(u.address_size, u.offset_size)
+        plan = entries.get(key)
+        if plan is None:
+            parsed, tab = abbrev_table(w.abbrev, u.abbrev_offset, want=code, with_length=True)
+            w._abbrev_budget -= parsed
+            if w._abbrev_budget < 0:
+                raise corrupt(".debug_abbrev", u.abbrev_offset, "abbreviation tables overlap beyond any real file "
+                                                                "(parse budget spent)")
             if code not in tab:
                 raise corrupt(INFO, u.die_offset, f"abbreviation code {code} missing from the table at "
                                                   f".debug_abbrev+{u.abbrev_offset:#x}")
-            ent = entries[key] = tab[code]
-        shapes, _sizes = w.forms(u.address_size, u.offset_size)
+            plan = entries[key] = _plan(tab[code][2], sizes)
         cu = {"ver": u.version, "asz": u.address_size, "osz": u.offset_size, "offset": u.offset}
         raw_cu = {}
         try:
-            for at, fm, const in ent[2]:
+            for at, fm, const in plan:
                 v, p = (const, p) if fm == F_IMPLICIT else read_form(b, p, fm, shapes, w.bo)
                 if at in (AT_NAME, AT_STR_OFFSETS_BASE):
                     raw_cu[at] = (fm, v)
