@@ -20,6 +20,7 @@ from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, dwarf_layout, dwarf_se
 from test_dwarf_synthetic import facts_units, form_units
 
 from analyzer.dwarf import read_dwarf
+from analyzer.dwarf.walker import Walker
 from analyzer.elf import load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.inlines import analyze
@@ -242,6 +243,12 @@ def test_mutated_dwarf(tmp_path):
                 reason = msg[len(f"{path}: "):]
                 assert reason.strip() and not reason.rstrip().endswith(":") and "()" not in reason, (case, msg)
                 outcomes["InputError"] = outcomes.get("InputError", 0) + 1
+        try:        # the walker's every-attribute window (the synthetic tests' reader) too
+            w = Walker(secs, True)
+            for h in w.units():
+                w.dies(h)
+        except InputError as e:
+            assert "\n" not in str(e) and str(e).strip(), (case, str(e))
         assert time.perf_counter() - t < 3, case
     assert outcomes.get("ok", 0) > 40 and outcomes.get("InputError", 0) > 200, outcomes
 

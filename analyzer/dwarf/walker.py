@@ -510,7 +510,7 @@ class Walker:
         return facts
 
     # --- every DIE, every attribute (the tests' window on the decoding) -------------------
-    def dies(self, u: UnitHeader) -> Iterator[tuple[int, int, int, list[tuple[int, int, object]]]]:
+    def dies(self, u: UnitHeader) -> list[tuple[int, int, int, list[tuple[int, int, object]]]]:
         """(offset, depth, tag, [(attribute, form, value)]) of every DIE of a unit, values
         resolved as far as the encoding allows: strings to text, addrx to addresses,
         unit-relative references to .debug_info offsets, rnglistx to .debug_rnglists offsets,
@@ -520,36 +520,46 @@ class Walker:
         shapes, _sizes = self.forms(u.address_size, u.offset_size)
         tab = self.abbrevs(u.abbrev_offset, u.address_size, u.offset_size)
         b, bo, p, depth = self.info, self.bo, u.die_offset, 0
-        while p < u.end:
-            die_off = p
-            code, p = uleb(b, p)
-            if code == 0:
-                depth -= 1
-                if depth <= 0:
+        out = []
+        die_off = p
+        try:
+            while p < u.end:
+                die_off = p
+                code, p = uleb(b, p)
+                if code == 0:
+                    depth -= 1
+                    if depth <= 0:
+                        break
+                    continue
+                ent = tab.get(code)
+                if ent is None:
+                    raise corrupt(INFO, die_off, f"abbreviation code {code} missing")
+                tag, has_kids, attrs, _size, _plan = ent
+                vals = []
+                for at, fm, const in attrs:
+                    v, p = (const, p) if fm == F_IMPLICIT else read_form(b, p, fm, shapes, bo)
+                    if fm in REF_UNIT:
+                        v += u.offset
+                    elif fm == F_RNGLISTX:      # to the list's offset in .debug_rnglists, as pyelftools gives it
+                        v = cu["rnglists_base"] + fixed(self.rnglists, cu["rnglists_base"] + v * u.offset_size,
+                                                        u.offset_size, ".debug_rnglists", bo)
+                    elif fm in ADDRX:
+                        v = self.address(fm, v, cu)
+                    elif fm in STRX or fm in (F_STRP, F_LINE_STRP, F_STRING):
+                        v = self.string(fm, v, cu)
+                    vals.append((at, fm, v))
+                if p > u.end:
+                    raise corrupt(INFO, die_off, f"DIE runs past the end of its unit ({u.end:#x})")
+                out.append((die_off, depth, tag, vals))
+                if has_kids:
+                    depth += 1
+                elif depth == 0:
                     break
-                continue
-            ent = tab.get(code)
-            if ent is None:
-                raise corrupt(INFO, die_off, f"abbreviation code {code} missing")
-            tag, has_kids, attrs, _size, _plan = ent
-            vals = []
-            for at, fm, const in attrs:
-                v, p = (const, p) if fm == F_IMPLICIT else read_form(b, p, fm, shapes, bo)
-                if fm in REF_UNIT:
-                    v += u.offset
-                elif fm == F_RNGLISTX:      # to the list's offset in .debug_rnglists, as pyelftools gives it
-                    v = cu["rnglists_base"] + fixed(self.rnglists, cu["rnglists_base"] + v * u.offset_size,
-                                                    u.offset_size, ".debug_rnglists", bo)
-                elif fm in ADDRX:
-                    v = self.address(fm, v, cu)
-                elif fm in STRX or fm in (F_STRP, F_LINE_STRP, F_STRING):
-                    v = self.string(fm, v, cu)
-                vals.append((at, fm, v))
-            yield die_off, depth, tag, vals
-            if has_kids:
-                depth += 1
-            elif depth == 0:
-                break
+        except IndexError:
+            raise corrupt(INFO, die_off, "DIE runs past the end of the section") from None
+        except LebTooLong as e:
+            raise corrupt(INFO, e.pos, str(e)) from None
+        return out
 
 
 def _plan(attrs: tuple, sizes: dict[int, int]) -> tuple:
