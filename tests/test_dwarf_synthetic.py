@@ -7,13 +7,14 @@ test wrote, for both engines of ``read_dwarf``.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
 from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, compile_dwarf, dwarf_layout
 
 from analyzer.dwarf import InlinedInstance, Subprogram, read_dwarf
-from analyzer.dwarf.encoding import FORM
+from analyzer.dwarf.encoding import FORM, FORM_NAME
 from analyzer.dwarf.walker import Walker
 from analyzer.elf import load_images, read_symtab
 
@@ -120,6 +121,29 @@ def test_every_form_reads_back(tmp_path, version, osz):
             entries = di.range_lists().get_range_list_at_offset(rng, cu=next(di.iter_CUs()))
             assert [(e.begin_offset, e.end_offset) for e in entries] == [(0x10, 0x20), (0x30, 0x38)]
     readelf_parses(path, [v for f, v in forms_for(version) if isinstance(v, str) and not f.startswith("ref")])
+    shown = readelf_values(path)
+    for at, fm, v in want + expected_values(version, labels, rng, misread=True):
+        assert readelf_means(shown[at], fm, v), (hex(at), FORM_NAME[fm], v, shown[at])
+
+
+def readelf_values(path) -> dict[int, str]:
+    """What readelf prints for each of our user attributes (``Unknown AT value: 3f05: 624485``)."""
+    r = subprocess.run(["readelf", "--debug-dump=info", str(path)], capture_output=True, text=True, check=True)
+    return {int(m[1], 16): m[2].strip() for m in re.finditer(r"Unknown AT value: ([0-9a-f]+): (.*)", r.stdout)}
+
+
+def readelf_means(text: str, fm: int, value) -> bool:
+    """Does readelf's rendering of an attribute say ``value``?"""
+    form = FORM_NAME[fm]
+    if isinstance(value, str):                          # every string form: the text ends the line
+        return text == value or text.endswith(f"): {value}")
+    if form in ("block1", "block2", "block4", "block", "exprloc"):
+        m = re.match(r"(\d+) byte block: ?(.*)", text)
+        return bool(m) and bytes(int(x, 16) for x in m[2].split()) == value and int(m[1]) == len(value)
+    if form == "data16":
+        return int(text, 16) == int.from_bytes(value, "little")
+    token = text.rsplit(": ", 1)[-1].strip("<>")          # "(index: 0x1): 0x2000", "<0x41>", "-77"
+    return int(token, 0) == int(value)
 
 
 def readelf_parses(path, strings: list[str]) -> None:
