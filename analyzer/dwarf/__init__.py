@@ -3,6 +3,8 @@
 - :mod:`.model`     the dataclasses both readers return
 - :mod:`.encoding`  names (from pyelftools' tables), LEB128, forms, unit and abbreviation headers
 - :mod:`.walker`    the fast reader (the DIE walk and the unit-name scan)
+- :mod:`.lines`     the walker's file names from a unit's line table header
+- :mod:`.ranges`    the walker's range lists (.debug_ranges, .debug_rnglists)
 - :mod:`.reference` the pyelftools reader, the oracle the walker is tested against
 - :mod:`.read`      ``read_dwarf``: relocated sections in, :class:`DwarfFacts` out
 """

@@ -5,8 +5,9 @@ pyelftools builds a Python object per DIE and per attribute through construct
 DW_TAG_subprogram and DW_TAG_inlined_subroutine with a dozen attributes. Here
 each abbreviation gets a precomputed byte size when all its forms are fixed,
 so every other DIE is skipped with one addition, and only the two tags are
-decoded. The file names come from the line table header, decoded here too, so
-the walk needs nothing of pyelftools but its names. :mod:`analyzer.dwarf.reference`
+decoded. The file names come from the line table header (:mod:`.lines`) and the
+ranges from the range lists (:mod:`.ranges`), decoded by us too, so the walk needs
+nothing of pyelftools but its names. :mod:`analyzer.dwarf.reference`
 (pyelftools) stays the oracle the tests compare this walker with.
 
 Damaged input: every read is checked against its section (see
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from analyzer.dwarf.encoding import (ADDRX, AT, FORM, LNCT, REF_UNIT, RLE, STRX, TAG, LebTooLong, UnitHeader,
+from analyzer.dwarf import lines, ranges
+from analyzer.dwarf.encoding import (ADDRX, AT, FORM, REF_UNIT, STRX, TAG, LebTooLong, UnitHeader,
                                      abbrev_table, corrupt, cstr, fixed, fixed_sizes, form_name, form_shapes,
                                      read_form, uleb, unit_headers)
 from analyzer.dwarf.model import CompileUnitFacts, InlinedInstance, Subprogram
-from analyzer.errors import InputError
 
 INFO = ".debug_info"
 TAG_SUBPROGRAM, TAG_INLINED = TAG["subprogram"], TAG["inlined_subroutine"]
@@ -157,203 +158,11 @@ class Walker:
         return v
 
     def range_list(self, fm: int, v, cu: dict) -> list[tuple[int, int]]:
-        try:
-            return self._range_list(fm, v, cu)
-        except IndexError:
-            sec = ".debug_rnglists" if cu["ver"] >= 5 else ".debug_ranges"
-            raise corrupt(sec, v, "range list runs past the end of the section") from None
-        except LebTooLong as e:
-            raise corrupt(".debug_rnglists", e.pos, str(e)) from None
+        return ranges.range_list(self, fm, v, cu)
 
-    def _range_list(self, fm: int, v, cu: dict) -> list[tuple[int, int]]:
-        asz, bo = cu["asz"], self.bo
-        p = v
-        base = cu.get("low_pc", 0)
-        out = []
-        if cu["ver"] >= 5:
-            b, sec = self.rnglists, ".debug_rnglists"
-            if fm == F_RNGLISTX:    # an index into the unit's offset table
-                rb = cu["rnglists_base"]
-                p = rb + fixed(b, rb + v * cu["osz"], cu["osz"], sec, bo)
-            else:
-                p = v
-            if not 0 <= p < len(b):
-                raise corrupt(sec, p, f"range list offset past the end of the section ({len(b):#x} bytes)")
-            while True:
-                kind = b[p]
-                p += 1
-                if kind == RLE["end_of_list"]:
-                    break
-                if kind == RLE["base_addressx"]:
-                    i, p = uleb(b, p)
-                    base = self.address(F_ADDRX, i, cu)
-                elif kind == RLE["startx_endx"]:
-                    i, p = uleb(b, p)
-                    j, p = uleb(b, p)
-                    out.append((self.address(F_ADDRX, i, cu), self.address(F_ADDRX, j, cu)))
-                elif kind == RLE["startx_length"]:
-                    i, p = uleb(b, p)
-                    ln, p = uleb(b, p)
-                    s = self.address(F_ADDRX, i, cu)
-                    out.append((s, s + ln))
-                elif kind == RLE["offset_pair"]:
-                    s, p = uleb(b, p)
-                    t, p = uleb(b, p)
-                    out.append((base + s, base + t))
-                elif kind == RLE["base_address"]:
-                    base = fixed(b, p, asz, sec, bo)
-                    p += asz
-                elif kind == RLE["start_end"]:
-                    out.append((fixed(b, p, asz, sec, bo), fixed(b, p + asz, asz, sec, bo)))
-                    p += 2 * asz
-                elif kind == RLE["start_length"]:
-                    s = fixed(b, p, asz, sec, bo)
-                    ln, p = uleb(b, p + asz)
-                    out.append((s, s + ln))
-                else:
-                    raise corrupt(sec, p - 1, f"unknown range list entry kind {kind}")
-        else:
-            b, p, sec = self.ranges, v, ".debug_ranges"
-            top = (1 << (8 * asz)) - 1
-            while True:
-                s, t = fixed(b, p, asz, sec, bo), fixed(b, p + asz, asz, sec, bo)
-                p += 2 * asz
-                if s == 0 and t == 0:
-                    break
-                if s == top:
-                    base = t
-                    continue
-                out.append((base + s, base + t))
-        self._range_budget -= 2 * asz * len(out) + 1
-        if self._range_budget < 0:
-            raise corrupt(sec, v, "range lists overlap beyond any real file (decode budget spent)")
-        top = 1 << (8 * asz)
-        if any(c >= top for _a, c in out):
-            raise corrupt(sec, v, f"range past the {8 * asz}-bit address space")
-        return [(a, c) for a, c in out if c > a]
-
-    # --- the line table's file names ------------------------------------------------------
     def file_table(self, off: int, cu: dict) -> list[str | None]:
-        """File names by DW_AT_decl_file index (DWARF 5: 0 is the primary file; 4: 1-based),
-        from the header of the line program at ``off`` in .debug_line."""
-        got = self._files.get(off)
-        if got is None:
-            try:
-                got = self._file_table(off, cu)
-            except IndexError:
-                raise corrupt(".debug_line", off, "line table header runs past the end of the section") from None
-            except LebTooLong as e:
-                raise corrupt(".debug_line", e.pos, str(e)) from None
-            self._files[off] = got
-        return got
-
-    def _file_table(self, off: int, cu: dict) -> list[str | None]:
-        b, bo, sec = self.line, self.bo, ".debug_line"
-        if not self.line:
-            return []
-        if not 0 <= off < len(b):
-            raise corrupt(sec, off, f"line table offset past the end of the section ({len(b):#x} bytes)")
-        length, p, osz = fixed(b, off, 4, sec, bo), off + 4, 4
-        if length == 0xFFFFFFFF:
-            length, p, osz = fixed(b, p, 8, sec, bo), p + 8, 8
-        end = p + length
-        if end > len(b):
-            raise corrupt(sec, off, f"line table length {length:#x} past the end of the section")
-        ver = fixed(b, p, 2, sec, bo)
-        p += 2
-        if ver not in (2, 3, 4, 5):
-            raise InputError(f"unsupported line table version {ver} (.debug_line+{off:#x})")
-        if ver >= 5:
-            asz = b[p]
-            p += 2                                  # address_size, segment_selector_size
-        else:
-            asz = cu["asz"]
-        hlen = fixed(b, p, osz, sec, bo)
-        p += osz
-        hend = p + hlen
-        self._line_budget -= hend - off
-        if self._line_budget < 0:
-            raise corrupt(sec, off, "line table headers overlap beyond any real file (parse budget spent)")
-        if hend > end:
-            raise corrupt(sec, off, f"line table header length {hlen:#x} past the end of its table")
-        p += 5 if ver >= 4 else 4                   # min_inst_length, [max_ops], default_is_stmt, line_base, range
-        opcode_base = b[p]
-        p += opcode_base                            # opcode_base itself + the standard opcode lengths
-        if ver >= 5:
-            shapes, _sizes = self.forms(asz if asz in (1, 2, 4, 8) else cu["asz"], osz)
-            entries, p = self._entries(b, p, hend, shapes, "directory")
-            dirs = [self._entry_path(e, cu) for e in entries]
-            out = []
-            for e in self._entries(b, p, hend, shapes, "file name")[0]:
-                name = self._entry_path(e, cu)
-                di = e.get(LNCT["directory_index"], (None, 0))[1]
-                d = dirs[di] if isinstance(di, int) and 0 <= di < len(dirs) else None
-                out.append(_join(d, name))
-            return out
-        dirs: list[str | None] = [None]
-        while True:
-            if p >= hend:
-                raise corrupt(sec, p, "include directories run past the line table header")
-            if b[p] == 0:
-                p += 1
-                break
-            z = b.find(b"\0", p, hend)
-            if z < 0:
-                raise corrupt(sec, p, "include directory without a terminating NUL")
-            dirs.append(b[p:z].decode("utf-8", "surrogateescape"))
-            p = z + 1
-        out = [None]
-        while True:
-            if p >= hend:
-                raise corrupt(sec, p, "file names run past the line table header")
-            if b[p] == 0:
-                break
-            z = b.find(b"\0", p, hend)
-            if z < 0:
-                raise corrupt(sec, p, "file name without a terminating NUL")
-            name = b[p:z].decode("utf-8", "surrogateescape")
-            di, p = uleb(b, z + 1)
-            _mtime, p = uleb(b, p)
-            _size, p = uleb(b, p)
-            out.append(_join(dirs[di] if di < len(dirs) else None, name))
-        return out
-
-    def _entries(self, b: bytes, p: int, hend: int, shapes: dict, what: str) -> tuple[list[dict], int]:
-        """DWARF 5 directory or file name entries: a format (content type, form) list, a count,
-        then the entries; the count is checked against the bytes left in the header."""
-        sec = ".debug_line"
-        nfmt = b[p]
-        p += 1
-        fmt = []
-        for _ in range(nfmt):
-            ct, p = uleb(b, p)
-            fm, p = uleb(b, p)
-            fmt.append((ct, fm))
-        count, p = uleb(b, p)
-        if count and not fmt:
-            raise corrupt(sec, p, f"{count} {what} entries without a format")
-        if count > hend - p:        # every entry takes at least one byte
-            raise corrupt(sec, p, f"{count} {what} entries in a header of {hend - p} bytes")
-        out = []
-        for _ in range(count):
-            e = {}
-            for ct, fm in fmt:
-                if fm == F_IMPLICIT:
-                    raise corrupt(sec, p, f"DW_FORM_implicit_const in a {what} entry")
-                v, p = read_form(b, p, fm, shapes, self.bo, sec)
-                if p > hend:
-                    raise corrupt(sec, p, f"{what} entries run past the line table header")
-                e[ct] = (fm, v)
-            out.append(e)
-        return out, p
-
-    def _entry_path(self, e: dict, cu: dict) -> str | None:
-        fv = e.get(LNCT["path"])
-        if fv is None:
-            return None
-        fm, v = fv
-        s = self.string(fm, v, cu)
-        return s if s is not None or not isinstance(v, (bytes, bytearray)) else v.decode("utf-8", "surrogateescape")
+        """File names by DW_AT_decl_file index (see :mod:`analyzer.dwarf.lines`)."""
+        return lines.file_table(self, off, cu)
 
     # --- units ----------------------------------------------------------------------------
     def unit_context(self, u: UnitHeader) -> tuple[int, dict, dict]:
@@ -580,13 +389,6 @@ def _at_name(at: int) -> str:
     return next((f"DW_AT_{k}" for k, v in AT.items() if v == at), f"attribute {at:#x}")
 
 
-def _join(d: str | None, name: str | None) -> str | None:
-    if name and not name.startswith("/") and d:
-        return f"{d.rstrip('/')}/{name}"
-    return name
-
-
-# --- unit names without decoding the units ----------------------------------------------------
 
 def scan_unit_names(raw: dict[str, bytes], little: bool) -> list[tuple[int, str | None]]:
     """(unit offset, DW_AT_name) of every unit in .debug_info, decoding only each top DIE.
