@@ -19,8 +19,8 @@ class Reader(Protocol):
     """What the line table needs of the walker: the section, string forms, a cache, a budget."""
     line: bytes
     bo: str
-    _files: dict[int, list[str | None]]
-    _line_budget: int
+    file_tables: dict[int, list[str | None]]
+    line_budget: int
 
     def forms(self, asz: int, osz: int) -> tuple[dict, dict]: ...
 
@@ -30,7 +30,7 @@ class Reader(Protocol):
 def file_table(w: Reader, off: int, cu: dict) -> list[str | None]:
     """File names by DW_AT_decl_file index (DWARF 5: 0 is the primary file; 4: 1-based),
     from the header of the line program at ``off`` in .debug_line."""
-    got = w._files.get(off)
+    got = w.file_tables.get(off)
     if got is None:
         try:
             got = _decode(w, off, cu)
@@ -38,7 +38,7 @@ def file_table(w: Reader, off: int, cu: dict) -> list[str | None]:
             raise corrupt(".debug_line", off, "line table header runs past the end of the section") from None
         except LebTooLong as e:
             raise corrupt(".debug_line", e.pos, str(e)) from None
-        w._files[off] = got
+        w.file_tables[off] = got
     return got
 
 
@@ -66,8 +66,8 @@ def _decode(w: Reader, off: int, cu: dict) -> list[str | None]:
     hlen = fixed(b, p, osz, sec, bo)
     p += osz
     hend = p + hlen
-    w._line_budget -= hend - off
-    if w._line_budget < 0:
+    w.line_budget -= hend - off
+    if w.line_budget < 0:
         raise corrupt(sec, off, "line table headers overlap beyond any real file (parse budget spent)")
     if hend > end:
         raise corrupt(sec, off, f"line table header length {hlen:#x} past the end of its table")

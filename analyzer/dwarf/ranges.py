@@ -19,7 +19,7 @@ class Reader(Protocol):
     rnglists: bytes
     ranges: bytes
     bo: str
-    _range_budget: int
+    range_budget: int
 
     def address(self, fm: int, v, cu: dict) -> int: ...
 
@@ -95,8 +95,8 @@ def _decode(w: Reader, fm: int, v, cu: dict) -> list[tuple[int, int]]:
                 base = t
                 continue
             out.append((base + s, base + t))
-    w._range_budget -= 2 * asz * len(out) + 1
-    if w._range_budget < 0:
+    w.range_budget -= 2 * asz * len(out) + 1
+    if w.range_budget < 0:
         raise corrupt(sec, v, "range lists overlap beyond any real file (decode budget spent)")
     top = 1 << (8 * asz)
     if any(c >= top for _a, c in out):

@@ -69,15 +69,15 @@ class Walker:
         self._abbrevs: dict[tuple[int, int, int], dict] = {}
         self._forms: dict[tuple[int, int], tuple[dict, dict]] = {}
         self._strings: dict[tuple[int, int], str] = {}
-        self._files: dict[int, list[str | None]] = {}
+        self.file_tables: dict[int, list[str | None]] = {}
         # decoded string bytes allowed: overlapping string offsets must not turn a small file
         # into gigabytes of copies
         self._string_budget = 8 * (len(self.str) + len(self.line_str) + len(self.line) + len(self.info)) + (1 << 20)
         # the same for bytes parsed again and again: abbreviation tables, line table headers and
         # range lists that many units point into (real files parse each about once)
         self._abbrev_budget = 8 * len(self.abbrev) + (1 << 20)
-        self._line_budget = 8 * len(self.line) + (1 << 20)
-        self._range_budget = 8 * (len(self.rnglists) + len(self.ranges)) + (1 << 20)
+        self.line_budget = 8 * len(self.line) + (1 << 20)
+        self.range_budget = 8 * (len(self.rnglists) + len(self.ranges)) + (1 << 20)
 
     # --- tables ---------------------------------------------------------------------------
     def forms(self, asz: int, osz: int) -> tuple[dict, dict]:
