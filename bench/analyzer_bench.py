@@ -69,7 +69,7 @@ def bench_objects(runs: int) -> None:
 
 
 def bench_vmlinux(runs: int, pfunct: bool) -> None:
-    from analyzer.dwarf import _dwarfinfo, cu_matches, scan_unit_names
+    from analyzer.dwarf import cu_matches, load_sections, scan_unit_names
     from analyzer.elf import load_images, read_symtab
     from analyzer.inlines import analyze
     from dbg_vmlinux import available, vmlinux
@@ -78,8 +78,8 @@ def bench_vmlinux(runs: int, pfunct: bool) -> None:
     path = have[-1] if have else vmlinux(available()[-1])
     t_ours, facts = timed(lambda: analyze(path, cus=["mm/page_alloc.c"]), runs)
     img = load_images(path)[0]
-    di = _dwarfinfo(img, read_symtab(img))
-    (off,) = [o for o, n in scan_unit_names(di.sizewatch_raw, img.little) if cu_matches(n, ("mm/page_alloc.c",))]
+    raw = load_sections(img, read_symtab(img))
+    (off,) = [o for o, n in scan_unit_names(raw, img.little) if cu_matches(n, ("mm/page_alloc.c",))]
     dd = next((c for c in ("llvm-dwarfdump-19", "llvm-dwarfdump") if subprocess.run(
         ["which", c], capture_output=True).returncode == 0), None)
     print(f"## {path} ({path.stat().st_size / 1e6:.0f} MB), unit mm/page_alloc.c at {off:#x}, "

@@ -34,11 +34,11 @@ def pyelftools_unit_names(path: Path) -> list[tuple[int, str]]:
 
 
 def test_unit_scan_matches_pyelftools(exe):
-    from analyzer.dwarf import _dwarfinfo
+    from analyzer.dwarf import load_sections
     from analyzer.elf import read_symtab
     img = load_images(exe)[0]
-    di = _dwarfinfo(img, read_symtab(img))
-    assert scan_unit_names(di.sizewatch_raw, True) == pyelftools_unit_names(exe)
+    raw = load_sections(img, read_symtab(img))
+    assert scan_unit_names(raw, True) == pyelftools_unit_names(exe)
 
 
 def test_restricted_to_named_unit(exe):
