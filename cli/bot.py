@@ -67,15 +67,23 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="the bot's TOML config")
 @click.option("--checks", type=click.Path(path_type=Path), help="write patchwork-style check JSON here")
 @click.option("--interval", default=None, help="poll interval without --once (e.g. 60s, 5m)")
+@click.option("--status", is_flag=True, help="show what needs the operator (quarantined mail, infrastructure "
+                                             "failures, unsent mails) and exit")
 @db_option
 def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
-            config_file: Path | None, checks: Path | None, interval: str | None, db: str | None) -> None:
+            config_file: Path | None, checks: Path | None, interval: str | None, status: bool,
+            db: str | None) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
     from ci.bot.service import Bot, Source, instance_lock
     with one_line_errors():
+        if status:
+            with open_store(db) as store:
+                for line in status_lines(store):
+                    click.echo(line)
+            return
         given = [x for x in (maildir, mbox, series_file) if x is not None]
         if len(given) != 1:
             raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")
@@ -119,3 +127,29 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
             if failed:
                 sys.exit(1)
 
+
+
+def status_lines(store) -> list[str]:
+    """``sizewatch bot --status``: series by state, then what needs the operator."""
+    from ci.bot.mailbox import clean_text
+    series = store.bot.series_list()
+    states: dict[str, int] = {}
+    for x in series:
+        states[x.state] = states.get(x.state, 0) + 1
+    out = ["series: " + (", ".join(f"{n} {k}" for k, n in sorted(states.items())) or "none")]
+    for state, title in (("infra_failure", "infrastructure failures (nothing mailed; tried again each poll)"),
+                         ("quarantined", "quarantined series (nothing mailed; not tried again)")):
+        got = [x for x in series if x.state == state]
+        if got:
+            out.append(f"{title}: {len(got)}")
+            out += [f"  {clean_text(x.key)[:100]}  {x.updated_at}  {clean_text(x.subject)[:60]!r}: "
+                    f"{clean_text(x.note)[:200]}" for x in got]
+    n, msgs = store.bot.set_aside(100)
+    out.append(f"quarantined or malformed messages: {n}" + (" (the newest 100)" if n > 100 else ""))
+    out += [f"  {m.kind:11} {clean_text(m.message_id)[:80]}  {m.received_at}  {clean_text(m.subject)[:60]!r}: "
+            f"{clean_text(m.note)[:200]}" for m in msgs]
+    mails: dict[str, int] = {}
+    for mail in store.bot.mails():
+        mails[mail.state] = mails.get(mail.state, 0) + 1
+    out.append("mails: " + (", ".join(f"{n} {k}" for k, n in sorted(mails.items())) or "none"))
+    return out

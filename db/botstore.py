@@ -22,7 +22,8 @@ from typing import Iterable
 from db.sqlite import Connections, compress, retry_busy
 
 # bot_series states after which the series' messages are not assembled again
-FINAL_STATES = ("tested", "not_applied", "incomplete", "superseded", "skipped")
+FINAL_STATES = ("tested", "not_applied", "incomplete", "superseded", "skipped", "quarantined")
+# not final: "waiting" (more patches may come), "infra_failure" (the machine failed: tried again)
 UNSENT = ("decided", "held")
 
 
@@ -35,7 +36,7 @@ class BotMessage:
     """One message read from the list: its headers as the bot uses them, and for patches and
     cover letters the raw bytes (to write the series out for ``git am``)."""
     message_id: str
-    kind: str                                   # patch | cover | reply | other | own | malformed
+    kind: str                                   # patch | cover | reply | other | own | malformed | quarantined
     subject: str = ""
     from_name: str = ""
     from_addr: str = ""
@@ -135,6 +136,11 @@ class BotStore(ABC):
 
     @abstractmethod
     def messages(self, message_ids: Iterable[str]) -> list[BotMessage]: ...
+
+    @abstractmethod
+    def set_aside(self, limit: int = 100) -> tuple[int, list[BotMessage]]:
+        """Messages quarantined or malformed (how many, and the newest ``limit`` without raw bytes):
+        what the operator should look at."""
 
     @abstractmethod
     def series_list(self, states: Iterable[str] | None = None,
@@ -262,6 +268,15 @@ class SqliteBotStore(BotStore):
         rows = self._conn().execute(f"SELECT {_MSG_COLS} FROM bot_messages WHERE message_id IN "
                                     f"(SELECT value FROM json_each(?)) ORDER BY rowid", (json.dumps(ids),))
         return [_msg(r) for r in rows]
+
+    @retry_busy
+    def set_aside(self, limit: int = 100) -> tuple[int, list[BotMessage]]:
+        cols = _MSG_COLS.replace("raw_z", "NULL")
+        n = self._conn().execute("SELECT count(*) FROM bot_messages WHERE kind IN ('quarantined', 'malformed')"
+                                 ).fetchone()[0]
+        rows = self._conn().execute(f"SELECT {cols} FROM bot_messages WHERE kind IN ('quarantined', 'malformed') "
+                                    "ORDER BY received_at DESC, rowid DESC LIMIT ?", (limit,))
+        return n, [_msg(r) for r in rows]
 
     @retry_busy
     def series_list(self, states: Iterable[str] | None = None,
