@@ -196,7 +196,7 @@ class Bot:
         for mid, m in parsed.items():
             if mid in seen:
                 dup = self._duplicate(seen[mid], m)
-                if dup is m:                       # the same message again (a second copy, a resend)
+                if dup is m or self.store.bot.known_ids([dup.message_id]):   # a copy of one already read
                     continue
                 self.log(f"bot: quarantined {dup.message_id} ({dup.note}) from {source.path}")
                 res.kinds["quarantined"] = res.kinds.get("quarantined", 0) + 1
@@ -214,7 +214,7 @@ class Bot:
         if content_key(first) == content_key(again):
             return again
         raw = again.raw or b""
-        dup = BotMessage(malformed_id(raw + again.message_id.encode() + again.source_key.encode()), "other",
+        dup = BotMessage(malformed_id(repr((again.message_id, content_key(again))).encode()), "other",
                          again.subject, again.from_name, again.from_addr, source=again.source,
                          source_key=again.source_key, received_at=again.received_at)
         return quarantine(dup, f"duplicate Message-ID {again.message_id[:200]} with different content "

@@ -1,0 +1,154 @@
+"""Hostile list mail through the real ``sizewatch bot`` (a real maildir, the real linux-6.1 tree
+for ``git am``, a real SMTP server on 127.0.0.1): one stranger's message never stops the list,
+never reaches more than the capped recipients, never puts control characters in a reply, and
+a machine that cannot run the build is never blamed on the patch.
+
+Every series here either does not apply (nothing to build) or cannot build at all, so the
+tests cost a few ``git am`` runs each.
+"""
+from __future__ import annotations
+
+import email.policy
+import resource
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+import botlist
+from botlist import LIST, SmtpServer, bot_config, deliver
+from test_bot import ok, run_bot, store_rows
+
+VALID_ID = "<valid-after-1@example.org>"
+
+
+def hostile_mails() -> dict[str, bytes]:
+    """One of each class the hostile-input campaign found, each a patch to a watched list."""
+    na = botlist.not_applying
+
+    def with_id(raw: bytes, value: str) -> bytes:
+        return botlist._set_header(raw, "Message-Id", value)
+
+    cc = ", ".join(f"Dev {i} <dev{i}@example.net>" for i in range(5000))
+    return {
+        "empty-id": with_id(na(msgid="<x@y>", name="Empty Id", addr="e1@example.org", charset="us-ascii"), "<>"),
+        "nested-id": with_id(na(msgid="<x@y>", name="Nested Id", addr="e2@example.org", charset="us-ascii"),
+                             "<<x>@y>>"),
+        "crlf-from": botlist._set_header(na(msgid="<crlf-1@example.org>", name="C", addr="c@example.org", charset="us-ascii"), "From",
+                                         "=?utf-8?q?Evil=0D=0ABcc=3A_victim=40example=2Ecom?= <evil@example.org>"),
+        "bad-charset": na(msgid="<charset-1@example.org>", name="D", addr="d@example.org", charset="us-ascii",
+                          subject="=?x-no-such-charset?q?abc?= [PATCH] mm: x"),
+        "huge-version": na(msgid="<ver-1@example.org>", name="V", addr="v@example.org", charset="us-ascii",
+                           subject="[PATCH v99999999999999999999 1/1] mm: x"),
+        "huge-total": na(msgid="<total-1@example.org>", name="T", addr="t@example.org", charset="us-ascii", subject="[PATCH 1/100000000] mm: x"),
+        "nul-esc-subject": na(msgid="<esc-1@example.org>", name="Esc Ape", addr="esc@example.org",
+                              charset="us-ascii", subject="[PATCH] mm: red\x1b[31m alert\x07 and \x00nul"),
+        "5000-cc": botlist._set_header(na(msgid="<cc-1@example.org>", name="Cc Bomb", addr="ccbomb@example.org",
+                                          charset="us-ascii"), "Cc", cc),
+        # two different patches under one Message-ID: the second must not vanish
+        "dup-first": na(msgid="<dup-1@example.org>", name="First Dup", addr="first@example.org", charset="us-ascii",
+                        subject="[PATCH] mm: the first patch"),
+        "dup-second": na(msgid="<dup-1@example.org>", name="Second Dup", addr="second@example.org",
+                         charset="us-ascii", subject="[PATCH] mm: a different patch"),
+    }
+
+
+def test_hostile_mail_is_quarantined_and_the_list_goes_on(tmp_path):
+    md, db = tmp_path / "list", tmp_path / "s.db"
+    mails = hostile_mails()
+    deliver(md, *mails.values())
+    deliver(md, botlist.not_applying(msgid=VALID_ID, name="Valid Dev", addr="valid@example.org",
+                                     charset="us-ascii"))
+    with SmtpServer() as server:
+        cfg = bot_config(tmp_path / "bot.toml", server.port)
+        args = ("--maildir", md, "--once", "--config", cfg)
+        first = ok(run_bot(*args, db=db))
+        time.sleep(0.5)
+        got = server.messages()
+        second = ok(run_bot(*args, db=db))                           # nothing is raised again
+        time.sleep(0.5)
+        assert len(server.messages()) == len(got)
+        deliver(md, mails["dup-second"])                             # the same hostile copy again, later
+        ok(run_bot(*args, db=db))
+        time.sleep(0.5)
+        assert len(server.messages()) == len(got)
+    assert "read 0 new messages" in second.stderr
+    by_reply = {r.message["In-Reply-To"]: r for r in got}
+    # the valid series after all of them was tested, once
+    assert VALID_ID in by_reply and "does not apply" in by_reply[VALID_ID].message.get_content()
+    # usable ones were answered: sanitised subject, capped recipients
+    esc = by_reply["<esc-1@example.org>"]
+    assert esc.message["Subject"] == "Re: [PATCH] mm: red [31m alert and nul"
+    assert not any(c in esc.data.decode("utf-8", "replace") for c in "\x00\x1b\x07")
+    bomb = by_reply["<cc-1@example.org>"]
+    assert len(bomb.rcpt_tos) == 1 + 1 + 20                          # author, the list, max_cc others
+    assert bomb.rcpt_tos[:2] == ["ccbomb@example.org", LIST]
+    assert len(bomb.message["Cc"].addresses) == 21
+    # the first of two patches under one Message-ID was tested; the second is kept, quarantined
+    assert by_reply["<dup-1@example.org>"].rcpt_tos[0] == "first@example.org"
+    # nothing else was answered: at most one mail per series, none for the quarantined ones
+    assert sorted(by_reply) == sorted([VALID_ID, "<esc-1@example.org>", "<cc-1@example.org>",
+                                       "<dup-1@example.org>"])
+    assert len(got) == 4
+    for r in got:
+        assert "evil" not in " ".join(r.rcpt_tos) and "victim" not in " ".join(r.rcpt_tos)
+    rows = dict(store_rows(db, "SELECT note, kind FROM bot_messages WHERE kind = 'quarantined'"))
+    reasons = " | ".join(rows)
+    for why in ("unusable Message-ID '<>'", "unusable Message-ID '<<x>@y>>'", "From header with an encoded CR",
+                "undecodable Subject header", "version 99999999999999999999", "patch count 100000000 ",
+                "duplicate Message-ID <dup-1@example.org> with different content"):
+        assert why in reasons, (why, reasons)
+    assert len(rows) == 7
+    raws = store_rows(db, "SELECT count(*) FROM bot_messages WHERE kind = 'quarantined' AND raw_z IS NOT NULL")
+    assert raws == [(7,)]                                            # kept for the operator
+    status = ok(run_bot("--status", db=db))
+    assert "quarantined or malformed messages: 7" in status.stdout
+    assert "duplicate Message-ID <dup-1@example.org>" in status.stdout and "\x1b" not in status.stdout
+    assert "mails: 4 sent" in status.stdout
+    assert "quarantined" in first.stderr and "Traceback" not in first.stderr
+
+
+def _applying_patch(msgid: str) -> bytes:
+    """A one-line comment change that applies to the test base: a build would be needed."""
+    import difflib
+    from toolchains.git import git
+    from toolchains.source import ensure_source
+    old = git(ensure_source("6.1").path, "show", f"{botlist.BASE}:mm/page_alloc.c").splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(old) if ln.startswith("unsigned long __get_free_pages("))
+    new = old[:at] + [f"/* sizewatch infrastructure test {msgid} */\n"] + old[at:]
+    diff = "".join(difflib.unified_diff(old, new, "a/mm/page_alloc.c", "b/mm/page_alloc.c", n=3))
+    return (f"From: Infra Test <infra@example.org>\nTo: {LIST}\nSubject: [PATCH] mm: a comment\n"
+            f"Date: Mon, 23 Nov 2026 15:00:00 +0100\nMessage-Id: {msgid}\n\nA comment.\n\n"
+            "Signed-off-by: Infra Test <infra@example.org>\n---\n"
+            f"{diff}-- \n2.39.5\n\nbase-commit: {botlist.BASE}\n").encode()
+
+
+def _low_hard_limit() -> None:
+    # the build's 4 GiB address-space limit cannot be set under a 3 GiB hard limit (prlimit: EPERM)
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def test_a_build_limit_that_cannot_be_set_is_never_mailed_as_the_patchs_error(tmp_path):
+    md, db = tmp_path / "list", tmp_path / "s.db"
+    msgid = f"<infra-{time.time_ns()}@example.org>"                  # a new commit: nothing cached
+    deliver(md, _applying_patch(msgid))
+    from conftest import sizewatch_cmd
+    import os
+    with SmtpServer() as server:
+        cfg = bot_config(tmp_path / "bot.toml", server.port)
+        cmd = [*sizewatch_cmd(), "bot", "--maildir", str(md), "--once", "--config", str(cfg), "--db", str(db)]
+        runs = [subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=_low_hard_limit,
+                               env={**os.environ}) for _ in range(2)]
+        time.sleep(0.5)
+        assert server.messages() == []                               # nothing blamed on the patch
+    for proc in runs:
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "infrastructure failure, retried next poll" in proc.stderr
+        assert "prlimit: failed to set the AS resource limit" in proc.stderr
+    assert store_rows(db, "SELECT state FROM bot_series") == [("infra_failure",)]
+    assert store_rows(db, "SELECT count(*) FROM bot_mails") == [(0,)]
+    assert store_rows(db, "SELECT count(*) FROM builds WHERE status != 'ok'") == [(0,)]   # no result kept
+    status = ok(run_bot("--status", db=db))
+    assert "infrastructure failures (nothing mailed; tried again each poll): 1" in status.stdout
+    assert "prlimit" in status.stdout
