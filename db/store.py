@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
-from db.sqlite import BUSY_TIMEOUT_MS, compress, decompress, retry_busy as _retry_busy  # noqa: F401  compress: API
+from db.sqlite import BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy, text_factory  # noqa: F401,E501  compress: API
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
@@ -198,7 +198,7 @@ JOIN configs cf ON cf.id = b.config_id
 
 def _build(row: tuple) -> Build:
     r = list(row)
-    r[11] = json.loads(r[11])
+    r[11] = loads(r[11], f"errors of build {r[0]}", list)
     return Build(*r)
 
 
@@ -226,6 +226,7 @@ class SqliteStore(Store):
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.text_factory = text_factory         # damaged text shown with U+FFFD, not a 500
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
@@ -472,19 +473,20 @@ class SqliteStore(Store):
     @_retry_busy
     def build_log(self, build_id: int) -> str:
         row = self._conn().execute("SELECT log_z FROM builds WHERE id = ?", (build_id,)).fetchone()
-        return decompress(row[0]) if row else ""
+        return decompress(row[0], f"log of build {build_id}") if row else ""
 
     @_retry_busy
     def objects_for(self, build_id: int) -> list[ObjectRecord]:
         rows = self._conn().execute("SELECT path, sha256, text, data, bss, sections, id FROM objects "
                                     "WHERE build_id = ? ORDER BY path", (build_id,))
-        return [ObjectRecord(p, h, t, d, b, json.loads(s), id=i) for p, h, t, d, b, s, i in rows]
+        return [ObjectRecord(p, h, t, d, b, loads(s, f"sections of object {i}"), id=i) for p, h, t, d, b, s, i in rows]
 
     @_retry_busy
     def object_facts(self, build_id: int) -> dict[str, dict]:
         rows = self._conn().execute("SELECT path, facts_z FROM objects WHERE build_id = ? AND facts_z IS NOT NULL "
                                     "ORDER BY path", (build_id,))
-        return {p: json.loads(decompress(z)) for p, z in rows}
+        return {p: loads(decompress(z, f"facts of {p} (build {build_id})"), f"facts of {p} (build {build_id})")
+                for p, z in rows}
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -500,7 +502,8 @@ class SqliteStore(Store):
             "SELECT n.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes, f.callers, f.facts "
             "FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id "
             "WHERE o.build_id = ? ORDER BY n.name", (build_id,))
-        return [FunctionRow(n, s, d, bool(oo), ic, ib, ca, json.loads(fa)) for n, s, d, oo, ic, ib, ca, fa in rows]
+        return [FunctionRow(n, s, d, bool(oo), ic, ib, ca, loads(fa, f"facts of function {n} (build {build_id})"))
+                for n, s, d, oo, ic, ib, ca, fa in rows]
 
     @_retry_busy
     def remarks_for(self, build_id: int, passed: bool | None = None) -> list[RemarkRow]:
@@ -518,7 +521,8 @@ class SqliteStore(Store):
         rows = self._conn().execute(
             "SELECT kind, function, severity, message, data, base_build_id FROM findings WHERE build_id = ? "
             "AND (base_build_id IS NULL OR base_build_id = ?) ORDER BY id", (build_id, base_build_id))
-        return [FindingRow(k, f, s, m, json.loads(d), b) for k, f, s, m, d, b in rows]
+        return [FindingRow(k, f, s, m, loads(d, f"data of a {k} finding (build {build_id})"), b)
+                for k, f, s, m, d, b in rows]
 
     @_retry_busy
     def has_comparison(self, build_id: int, base_build_id: int) -> bool:
@@ -529,7 +533,11 @@ class SqliteStore(Store):
     def comparison_tables(self, build_id: int, base_build_id: int) -> dict | None:
         row = self._conn().execute("SELECT tables_z FROM comparison_tables WHERE build_id = ? AND base_build_id = ?",
                                    (build_id, base_build_id)).fetchone()
-        return json.loads(decompress(row[0])) if row else None
+        if not row:
+            return None
+        what = f"bloat-o-meter tables of build {build_id} vs {base_build_id}"
+        got = loads(decompress(row[0], what), what)
+        return got or None               # unreadable: computed again from the stored symbols
 
     @staticmethod
     def _build_filters(toolchain: str | None, tree: str | None, target: str | None) -> tuple[str, list]:
@@ -716,7 +724,8 @@ class SqliteStore(Store):
             patches = [SeriesPatch(*p) for p in conn.execute(
                 "SELECT position, subject, message_id, author, commit_sha, status, error FROM series_patches "
                 "WHERE series_id = ? ORDER BY position", (sid,))]
-            out.append(Series(tree, mid, subj, ver, author, date, decompress(cover_z), base, status, err, created,
+            cover = decompress(cover_z, f"cover letter of series {sid}")
+            out.append(Series(tree, mid, subj, ver, author, date, cover, base, status, err, created,
                               patches, sid))
         return out
 
@@ -783,7 +792,7 @@ class SqliteStore(Store):
         for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors) in heads.items():
             base = bases.get((tname, parent, tc, ver, key, target)) if parent else None
             out.append(BuildSummary(sha, bid, tc, ver, key, target, status,
-                                    json.loads(errors) if errors != "[]" else [], None,
+                                    loads(errors, f"errors of build {bid}", list) if errors != "[]" else [], None,
                                     base[0] if base else None, base[1] if base else None))
         ids = [s.build_id for s in out] + [s.base_build_id for s in out if s.base_build_id is not None]
         ids_json = json.dumps(ids)
@@ -796,7 +805,8 @@ class SqliteStore(Store):
         # cost ~4 ms); builds without stored counts are counted here from their findings
         (doc,) = conn.execute(
             "SELECT json_group_array(json_array(build_id, base_build_id, json(counts))) FROM comparisons "
-            "WHERE counts IS NOT NULL AND build_id IN (SELECT value FROM json_each(?))",
+            "WHERE json_valid(counts) AND "           # damaged counts: counted again from the findings below
+            "counts IS NOT NULL AND build_id IN (SELECT value FROM json_each(?))",
             (json.dumps([s.build_id for s in out]),)).fetchone()
         stored = {(b, base): c for b, base, c in json.loads(doc)}
         counts: list[dict | None] = [stored.get((s.build_id, s.base_build_id)) if s.base_status == "ok" else None
