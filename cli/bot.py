@@ -80,7 +80,7 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
     from ci.bot.service import Bot, Source, instance_lock
     with one_line_errors():
         if status:
-            with open_store(db) as store:
+            with open_store(db, read_only=True) as store:
                 for line in status_lines(store):
                     click.echo(line)
             return

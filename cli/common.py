@@ -34,7 +34,8 @@ db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
                          help="store file (default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
 
 
-def open_store(db: str | None):
-    """The store named by --db, else the default one (created and migrated as needed)."""
+def open_store(db: str | None, read_only: bool = False):
+    """The store named by --db, else the default one (created and migrated as needed; with
+    ``read_only`` it must exist and is opened ``mode=ro``: for commands that only read)."""
     from db.store import open_store as _open
-    return _open(db)
+    return _open(db, read_only=read_only)

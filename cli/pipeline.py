@@ -62,7 +62,7 @@ def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: b
     from ci.reports.model import commit_report, series_report
     from db.errors import StoreError
     with one_line_errors():
-        with open_store(db) as store:
+        with open_store(db, read_only=True) as store:
             tcs, tgs = split(toolchains) or None, split(targets) or None
             if ref.isdigit() or "@" in ref:
                 report = series_report(store, ref, tcs, tgs)
@@ -86,7 +86,7 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, as_jso
     import json
     from db.errors import StoreError
     with one_line_errors():
-        with open_store(db) as store:
+        with open_store(db, read_only=True) as store:
             points = store.function_history(function, toolchain, target=target)
             if not points:
                 raise StoreError(f"{function}: not found in any stored build")

@@ -40,12 +40,52 @@ def default_path() -> Path:
     return cache_dir() / "sizewatch.db"
 
 
-def open_store(path: str | os.PathLike | None = None, upto: int | None = None) -> "SqliteStore":
+def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
+               read_only: bool = False) -> "SqliteStore":
     """Open (creating and migrating as needed) the store at ``path`` or the default location.
 
-    ``upto`` stops migrations at that version (tests of the migration path only).
+    ``upto`` stops migrations at that version (tests of the migration path only). ``read_only``:
+    every connection is opened ``mode=ro`` (a reader cannot write by mistake, and a store on
+    read-only media or without write permission opens); a missing store is created and pending
+    migrations applied first, by one writable connection, only when that is needed and possible.
     """
-    return SqliteStore(Path(path) if path else default_path(), upto=upto)
+    return SqliteStore(Path(path) if path else default_path(), upto=upto, read_only=read_only)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_file(path: Path, must_exist: bool = False) -> None:
+    """Refuse, before sqlite touches it, a file sizewatch did not create: sqlite would silently make
+    a zero-byte file a new database and fail later on anything else. Nothing is written to it."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a store file")
+    if not path.exists():
+        if must_exist:
+            raise StoreError(f"{path}: no such store")
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read the store ({e.strerror})") from None
+    if not head:
+        raise StoreError(f"{path}: an empty file, not a sizewatch store (left untouched; remove it or give "
+                         "another --db to create a store)")
+    if head != SQLITE_MAGIC:
+        raise StoreError(f"{path}: not an sqlite database, so not a sizewatch store (left untouched)")
+    # before any writable connection (switching to WAL rewrites the header): whose database is it?
+    try:
+        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = [t for (t,) in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        finally:
+            ro.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: cannot use as a sizewatch store: {e} (left untouched)") from None
+    if tables and "schema_migrations" not in tables:
+        raise StoreError(f"{path}: an sqlite database that is not a sizewatch store (its tables: "
+                         f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); left untouched")
 
 
 def _now() -> str:
@@ -203,20 +243,42 @@ def _build(row: tuple) -> Build:
 
 
 class SqliteStore(Store):
-    def __init__(self, path: Path, upto: int | None = None):
+    def __init__(self, path: Path, upto: int | None = None, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
         self._local = threading.local()
         self._bot = SqliteBotStore(self)
         self._names: dict[str, int] = {}
         self._names_lock = threading.Lock()
-        if self.path.is_dir():
-            raise StoreError(f"{self.path}: is a directory, not a store file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = self._conn()
+        check_store_file(self.path)
+        if read_only and not self.path.exists():      # a first run of a reader: an empty store, as before
+            SqliteStore(self.path, upto=upto).close()
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            _migrate.migrate(conn, upto=upto)
+            if read_only:
+                self._read_only_ready(upto)
+            else:
+                _migrate.migrate(self._conn(), upto=upto)
         except sqlite3.DatabaseError as e:
+            self.close()
             raise StoreError(f"{self.path}: cannot use as a sizewatch store: {e}") from None
+        except StoreError as e:
+            self.close()
+            msg = str(e)
+            raise StoreError(msg if msg.startswith(str(self.path)) else f"{self.path}: {msg}") from None
+
+    def _read_only_ready(self, upto: int | None) -> None:
+        conn = self._conn()
+        todo = [m for m in _migrate.pending(conn) if upto is None or m.version <= upto]
+        if not todo:
+            return
+        if not os.access(self.path, os.W_OK) or not os.access(self.path.parent, os.W_OK):
+            raise StoreError(f"the store needs migration {todo[0].path.name} and is read-only: open it once "
+                             "with write access (any sizewatch run)")
+        self.close()                                 # one writable connection, for the migrations only
+        writer = SqliteStore(self.path, upto=upto)
+        writer.close()
 
     # --- connections and transactions -----------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -224,6 +286,13 @@ class SqliteStore(Store):
         if conn is not None:
             return conn
         try:
+            if self.read_only:
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                       check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+                conn.text_factory = text_factory
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._local.conn = conn
+                return conn
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=BUSY_TIMEOUT_MS / 1000)
             conn.text_factory = text_factory         # damaged text shown with U+FFFD, not a 500
@@ -256,6 +325,8 @@ class SqliteStore(Store):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only, cannot write")
         conn = self._conn()
         for attempt in range(20):
             try:

