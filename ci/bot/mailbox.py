@@ -39,6 +39,7 @@ _MSGID = re.compile(r"<[^<>\s]+>")
 _ONE_ID = re.compile(r"^<[^<>\s]+>$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")      # C0 (tab aside), DEL, C1
 MAX_ID = 998                                                   # RFC 5322's line length
+MAX_SUBJECT = 998
 
 
 def clean_text(text: str) -> str:
@@ -114,11 +115,24 @@ def _header(heads: dict[str, list[str]], name: str, problems: list[str] | None =
 
 
 MAX_ADDRESSES = 2000            # per header: what the bot reads of a hostile To/Cc (replies cap far lower)
+MAX_ADDRESS_TEXT = 32768        # characters of To/Cc parsed (~500 addresses): the stdlib's parser is slow
+
+
+def _bounded(values: list[str]) -> list[str]:
+    out, left = [], MAX_ADDRESS_TEXT
+    for v in values:
+        if left <= 0:
+            break
+        if len(v) > left:
+            v = v[:left].rpartition(",")[0]     # whole addresses only
+        out.append(v)
+        left -= len(v)
+    return out
 
 
 def _addresses(heads: dict[str, list[str]], name: str, problems: list[str] | None = None) -> list[str]:
     out = []
-    for real, addr in getaddresses([_clean(v) for v in heads.get(name.lower(), [])]):
+    for real, addr in getaddresses(_bounded([_clean(v) for v in heads.get(name.lower(), [])])):
         if "@" in addr and not _CONTROL.search(addr) and " " not in addr:
             real = _decode(real, problems, name)
             out.append(f"{real} <{addr}>" if real else addr)
@@ -161,6 +175,9 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
         bad.append(why)
     mid = None if why else norm_id(raw_id)
     subject = _header(heads, "Subject", bad)
+    if len(subject) > MAX_SUBJECT:             # the stdlib's header parsing is slow on these when replying
+        bad.append(f"Subject of {len(subject)} characters")
+        subject = subject[:MAX_SUBJECT]
     froms = _addresses(heads, "From", bad)
     m = BotMessage(mid or malformed_id(raw), "other", subject, source=source, source_key=key,
                    received_at=received_at, date=_header(heads, "Date"), list_id=_header(heads, "List-Id"),

@@ -304,6 +304,9 @@ def recipients(original: BotMessage, own: str, lists: tuple[str, ...] = (),
     cc: list[Address] = []
     others = 0
     for entry in original.to + original.cc:
+        quick = entry.rpartition("<")[2].rstrip(">").strip().lower()     # as ci.bot.mailbox wrote it
+        if quick in seen or (others >= max_cc and quick not in watched):
+            continue                           # past the cap: not even parsed
         a = _parsed(entry)
         if a is None or a.addr_spec.lower() in seen:
             continue
