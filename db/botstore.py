@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Iterable
 
-from db.sqlite import Connections, compress, retry_busy
+from db.sqlite import Connections, compress, loads, retry_busy, unreadable
 
 # bot_series states after which the series' messages are not assembled again
 FINAL_STATES = ("tested", "not_applied", "incomplete", "superseded", "skipped", "quarantined")
@@ -206,10 +206,16 @@ def _msg(row: tuple) -> BotMessage:
     import zlib
     (mid, source, skey, kind, subject, fname, faddr, rcpt, date, irt, refs, ver, pos, total, tags, note,
      received, raw_z, series_key) = row
-    r, t = json.loads(rcpt), json.loads(tags)
+    r, t = loads(rcpt, f"recipients of message {mid}"), loads(tags, f"tags of message {mid}")
+    try:
+        raw = zlib.decompress(raw_z) if raw_z else b""
+    except zlib.error:
+        raw = b""
+        note = f"{note} {unreadable(f'raw bytes of message {mid}')}".strip()
+    refs_list = loads(refs, f"references of message {mid}", list)
     return BotMessage(mid, kind, subject, fname, faddr, r.get("to", []), r.get("cc", []), r.get("list_id", ""),
-                      date, irt, json.loads(refs), ver, pos, total, t.get("base_commit"), t.get("change_id"), note,
-                      source, skey, received, zlib.decompress(raw_z) if raw_z else b"", series_key)
+                      date, irt, [x for x in refs_list if not x.startswith("[unreadable")], ver, pos, total,
+                      t.get("base_commit"), t.get("change_id"), note, source, skey, received, raw, series_key)
 
 
 def _mail(row: tuple) -> BotMail:

@@ -54,6 +54,63 @@ def hostile_mails() -> dict[str, bytes]:
     }
 
 
+@pytest.mark.parametrize("name", list(hostile_mails()))
+def test_parse_never_raises_and_says_why(name, tmp_path):
+    """The classes above, through the bot's parser and through the series reader git am's mbox
+    goes through (toolchains.series, which raised IndexError/ValueError on the first three)."""
+    from analyzer.errors import InputError
+    from ci.bot.mailbox import parse_mail
+    from toolchains.series import read_mbox
+    raw = hostile_mails()[name]
+    m = parse_mail(raw, "src", "k", "2026-11-23T10:00:00+00:00")
+    want = {"empty-id": "unusable Message-ID '<>'", "nested-id": "unusable Message-ID '<<x>@y>>'",
+            "crlf-from": "From header with an encoded CR, LF or NUL", "bad-charset": "undecodable Subject header",
+            "huge-version": "version 99999999999999999999 in", "huge-total": "patch count 100000000 in"}
+    if name in want:
+        assert m.kind == "quarantined" and want[name] in m.note and m.raw == raw
+        assert m.version is None and m.total is None
+    else:
+        assert m.kind == "patch", (m.kind, m.note)
+        assert not any(c in m.subject + m.from_name for c in "\x00\x1b\x07\r\n")
+    box = tmp_path / "one.mbox"
+    box.write_bytes(b"From x Thu Jan  1 00:00:00 1970\n" + raw)
+    try:
+        series = read_mbox(box)
+    except InputError as e:                    # the caps: one line, as every bad input
+        assert name in ("huge-version", "huge-total") and "beyond the cap of 1000" in str(e)
+    else:
+        assert len(series.patches) == 1
+
+
+def test_caps_are_checked_before_any_int_is_built():
+    """A 100,000-digit version is refused by its length, in well under a second."""
+    import time as _t
+    from toolchains.series import TagError, patch_tag
+    t0 = _t.perf_counter()
+    with pytest.raises(TagError, match="beyond the cap of 1000"):
+        patch_tag("[PATCH v" + "9" * 100_000 + " 1/2] x")
+    assert _t.perf_counter() - t0 < 0.5
+    assert patch_tag("[PATCH v1000 1000/1000] x") == (1000, 1000, 1000)
+    assert patch_tag("[PATCH v0007 01/02] x") == (1, 2, 7)
+
+
+def test_reply_recipients_are_capped_and_headers_clean():
+    from datetime import datetime, timezone
+    from ci.bot.mailbox import parse_mail
+    from ci.bot.policy import Policy, Watch
+    from ci.bot.reply import compose
+    m = parse_mail(hostile_mails()["5000-cc"], "src", "k", "2026-11-23T10:00:00+00:00")
+    m.cc.insert(0, "Evil <evil@example.org>, Bcc: victim@example.com")      # as a damaged row might hold
+    pol = Policy(address=botlist.BOT, watch=Watch(lists=(LIST,)), max_cc=3)
+    out = compose(m, "Hi\x1b[2J\x00 there\n", pol, "<r@example.org>", datetime.now(timezone.utc), "k|v1")
+    assert out.recipients[:2] == ["ccbomb@example.org", LIST] and len(out.recipients) == 2 + 3
+    assert "victim@example.com" not in out.recipients
+    head, _, body = out.raw.partition(b"\n\n")
+    assert b"\x1b" not in out.raw and b"\x00" not in out.raw and body.startswith(b"Hi[2J there")
+    msg = email.message_from_bytes(out.raw, policy=email.policy.default)
+    assert [a.addr_spec for a in msg["To"].addresses] == ["ccbomb@example.org"]
+
+
 def test_hostile_mail_is_quarantined_and_the_list_goes_on(tmp_path):
     md, db = tmp_path / "list", tmp_path / "s.db"
     mails = hostile_mails()
