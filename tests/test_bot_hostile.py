@@ -209,3 +209,11 @@ def test_a_build_limit_that_cannot_be_set_is_never_mailed_as_the_patchs_error(tm
     status = ok(run_bot("--status", db=db))
     assert "infrastructure failures (nothing mailed; tried again each poll): 1" in status.stdout
     assert "prlimit" in status.stdout
+
+
+def test_a_long_missing_list_is_said_as_runs():
+    from ci.bot.reply import positions
+    assert positions([2, 3], 3) == "2/3, 3/3"                      # as before for real series
+    assert positions(list(range(2, 1001)), 1000) == "2/1000-1000/1000"
+    many = positions(list(range(1, 1001, 2)), 1000)
+    assert many.startswith("1/1000, 3/1000") and many.endswith("and 492 more runs") and len(many) < 200

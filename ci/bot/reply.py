@@ -238,15 +238,29 @@ def not_applied_body(original: BotMessage, failed_position: int, total: int, err
     return "\n".join(fit(out)) + "\n"
 
 
+def positions(nums: list[int], total: int) -> str:
+    """``2/3, 3/3``; a long list (a cover letter claiming hundreds of patches) as runs: ``2/900-900/900``."""
+    if len(nums) <= 8:
+        return ", ".join(f"{n}/{total}" for n in nums)
+    runs: list[list[int]] = []
+    for n in nums:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = [f"{a}/{total}" if a == b else f"{a}/{total}-{b}/{total}" for a, b in runs]
+    return ", ".join(text[:8]) + (f" and {len(text) - 8} more runs" if len(text) > 8 else "")
+
+
 def incomplete_body(original: BotMessage, version: int, total: int, have: list[int], missing: list[int],
                     waited: str, policy: Policy) -> str:
     out = [greeting(original), ""]
     out += para(f"sizewatch received {len(have)} of the {total} patches of this series (v{version}) but not "
-                f"{', '.join(f'{m}/{total}' for m in missing)} within {waited} of the first, so it did not "
+                f"{positions(missing, total)} within {waited} of the first, so it did not "
                 f"test the series.")
     out.append("")
-    out += field_lines("received", ", ".join(f"{h}/{total}" for h in have) or "no patches (cover letter only)")
-    out += field_lines("missing", ", ".join(f"{m}/{total}" for m in missing))
+    out += field_lines("received", positions(have, total) or "no patches (cover letter only)")
+    out += field_lines("missing", positions(missing, total))
     out.append("")
     out += para("If the missing patches were posted, they did not reach the list archive sizewatch reads. A "
                 "complete new version of the series is tested as usual. This is the only mail about this "
