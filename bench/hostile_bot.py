@@ -133,7 +133,8 @@ def hostile(rnd: random.Random, i: int) -> tuple[str, list[bytes]]:
         cc = ", ".join(f"d{k} <d{k}@example.com>" for k in range(5000))
         return kind, [_mail(frm, subj, mid, body, extra=f"Cc: {cc}\n")]
     if kind == "crlf-in-cc":
-        return kind, [_mail(frm, subj, mid, body, extra="Cc: =?utf-8?q?a=0D=0ABcc=3A_x=40evil=2Ecom?= <a@example.com>\n")]
+        cc = "=?utf-8?q?a=0D=0ABcc=3A_x=40evil=2Ecom?= <a@example.com>"
+        return kind, [_mail(frm, subj, mid, body, extra=f"Cc: {cc}\n")]
     if kind == "group-cc":
         return kind, [_mail(frm, subj, mid, body, extra="Cc: undisclosed:;, grp: a@example.com, b@example.com;\n")]
     if kind == "10k-references":

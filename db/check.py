@@ -28,7 +28,8 @@ TEXT_COLUMNS = (("commits", "subject"), ("commits", "author"), ("series", "subje
 # (what, query counting rows that point nowhere)
 REFERENCES = (
     ("comparisons without their build", "SELECT count(*) FROM comparisons c WHERE NOT EXISTS "
-     "(SELECT 1 FROM builds b WHERE b.id = c.build_id) OR NOT EXISTS (SELECT 1 FROM builds b WHERE b.id = c.base_build_id)"),
+     "(SELECT 1 FROM builds b WHERE b.id = c.build_id) OR NOT EXISTS "
+     "(SELECT 1 FROM builds b WHERE b.id = c.base_build_id)"),
     ("builds without their commit", "SELECT count(*) FROM builds b WHERE NOT EXISTS "
      "(SELECT 1 FROM commits c WHERE c.id = b.commit_id)"),
     ("bot messages tied to a missing series", "SELECT count(*) FROM bot_messages m WHERE m.series_key IS NOT NULL "
@@ -173,7 +174,8 @@ def _text(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult)
         bad = []
         conn.text_factory = bytes
         try:
-            for rowid, raw in conn.execute(f'SELECT {_key(table)}, "{col}" FROM "{table}" WHERE typeof("{col}") = \'text\''):
+            q = f'SELECT {_key(table)}, "{col}" FROM "{table}" WHERE typeof("{col}") = \'text\''
+            for rowid, raw in conn.execute(q):
                 try:
                     raw.decode("utf-8")
                 except UnicodeDecodeError:

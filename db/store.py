@@ -22,7 +22,8 @@ from typing import Iterable, Iterator
 
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
-from db.sqlite import BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy, text_factory  # noqa: F401,E501  compress: API
+from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
+                       text_factory)                                   # compress: API
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
