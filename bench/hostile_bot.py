@@ -239,6 +239,7 @@ def main() -> int:
     kinds: collections.Counter = collections.Counter()
     failures: list[str] = []
     slowest: list[tuple[float, int, str]] = []
+    delivered = read = 0
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hostile-bot-") as tmp:
         root = Path(tmp)
@@ -255,6 +256,7 @@ def main() -> int:
                 classes[kind] += 1
                 key, good = valid_series(i, rnd)
                 _deliver(md, bad + good)
+                delivered += len(bad) + len(good)
                 now += timedelta(minutes=1)
                 sent_before = len(transport.sent)
                 t0 = time.perf_counter()
@@ -270,6 +272,7 @@ def main() -> int:
                 slowest = sorted(slowest + [(dt, i, kind)], reverse=True)[:5]
                 for k, n in res.kinds.items():
                     kinds[k] += n
+                read += res.read
                 if res.series.get(key) != "tested":
                     failures.append(f"mailbox {i} ({kind}): the valid series was {res.series.get(key)!r}")
                 new = transport.sent[sent_before:]
@@ -294,7 +297,8 @@ def main() -> int:
     print(f"hostile bot campaign: {args.mailboxes} mailboxes (seed {args.seed}), each hostile mail then a valid series")
     print(f"  time {elapsed:.1f} s ({elapsed / max(1, args.mailboxes) * 1000:.1f} ms per mailbox), "
           f"peak RSS {peak:.0f} MiB, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"  messages read by kind: {dict(sorted(kinds.items()))}")
+    print(f"  messages delivered {delivered}, read {read} (each once: {'yes' if read == delivered else 'NO'}); "
+          f"by kind: {dict(sorted(kinds.items()))}")
     print(f"  series by state: {dict(sorted(states.items()))}")
     print(f"  mails sent: {len(transport.sent)}; series with more than one mail: {len(repeated)}")
     print(f"  valid series tested: {args.mailboxes - len([f for f in failures if 'valid series' in f])}"
@@ -310,7 +314,7 @@ def main() -> int:
           f"in it: {', '.join(ours)}")
     for f in failures[:20]:
         print(f"  FAIL {f}")
-    return 1 if failures or tracebacks or repeated or outside else 0
+    return 1 if failures or tracebacks or repeated or outside or read != delivered else 0
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ class BotMessage:
     """One message read from the list: its headers as the bot uses them, and for patches and
     cover letters the raw bytes (to write the series out for ``git am``)."""
     message_id: str
-    kind: str                                   # patch | cover | reply | other | own | malformed | quarantined
+    kind: str                                   # patch | cover | reply | other | own | malformed | quarantined | copy
     subject: str = ""
     from_name: str = ""
     from_addr: str = ""

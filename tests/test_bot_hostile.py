@@ -128,8 +128,10 @@ def test_hostile_mail_is_quarantined_and_the_list_goes_on(tmp_path):
         second = ok(run_bot(*args, db=db))                           # nothing is raised again
         time.sleep(0.5)
         assert len(server.messages()) == len(got)
-        deliver(md, mails["dup-second"])                             # the same hostile copy again, later
-        ok(run_bot(*args, db=db))
+        deliver(md, mails["dup-second"], mails["nul-esc-subject"])
+        again = ok(run_bot(*args, db=db))                            # the same messages again, later
+        assert "read 2 new messages (2 copy)" in again.stderr
+        assert "read 0 new messages" in ok(run_bot(*args, db=db)).stderr     # copies are not read again
         time.sleep(0.5)
         assert len(server.messages()) == len(got)
     assert "read 0 new messages" in second.stderr

@@ -96,7 +96,7 @@ class PollResult:
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()) if n)
         states: dict[str, int] = {}
         for v in self.series.values():
             states[v] = states.get(v, 0) + 1
@@ -174,6 +174,7 @@ class Bot:
         label, stamp = source.label, _iso(now)
         known = self.store.bot.known_keys(label)
         parsed: dict[str, BotMessage] = {}
+        copies: list[BotMessage] = []                  # the same message again: recorded, so never read again
         for key, raw in source.read(known):
             res.read += 1
             try:
@@ -183,13 +184,16 @@ class Bot:
                                           received_at=stamp), f"cannot parse: {type(e).__name__}: {e}"[:300], raw)
             if m.message_id in parsed:
                 m = self._duplicate(parsed[m.message_id], m)
+                if m.message_id in parsed:
+                    copies.append(_copy(m))
+                    res.kinds["copy"] = res.kinds.get("copy", 0) + 1
+                    continue
             if m.kind == "malformed":
                 self.log(f"bot: skipping a malformed message ({m.note}) in {source.path}")
             elif m.kind == "quarantined":
                 self.log(f"bot: quarantined {m.message_id} ({m.note}) from {source.path}")
             res.kinds[m.kind] = res.kinds.get(m.kind, 0) + 1
-            if m.kind == "quarantined" or m.message_id not in parsed:
-                parsed[m.message_id] = m
+            parsed[m.message_id] = m
         seen = {mid: old for mid, old in
                 ((o.message_id, o) for o in self.store.bot.messages(self.store.bot.known_ids(parsed)))}
         new = []
@@ -197,13 +201,17 @@ class Bot:
             if mid in seen:
                 dup = self._duplicate(seen[mid], m)
                 if dup is m or self.store.bot.known_ids([dup.message_id]):   # a copy of one already read
+                    copies.append(_copy(m))
+                    res.kinds[m.kind] -= 1
+                    res.kinds["copy"] = res.kinds.get("copy", 0) + 1
                     continue
                 self.log(f"bot: quarantined {dup.message_id} ({dup.note}) from {source.path}")
+                res.kinds[m.kind] -= 1
                 res.kinds["quarantined"] = res.kinds.get("quarantined", 0) + 1
                 m = dup
             new.append(m)
-        if not self.dry and new:
-            self.store.bot.record_messages(new)
+        if not self.dry and (new or copies):
+            self.store.bot.record_messages(new + copies)
         return new
 
     @staticmethod
@@ -437,6 +445,16 @@ class Bot:
                 continue
             write_check(self.checks_dir, patch_check(p, m.message_id, items, list(self.policy.toolchains),
                                                      self.policy.dashboard_url, series_url, blocked))
+
+
+def _copy(m: BotMessage) -> BotMessage:
+    """A second copy of a message already read (two deliveries, a resend): a row of its own, without
+    the bytes, so its maildir key / mbox hash is known and it is not read on every poll."""
+    import hashlib
+    h = hashlib.sha256(f"{m.source}\0{m.source_key}".encode()).hexdigest()[:24]
+    return BotMessage(f"<copy-{h}@sizewatch.invalid>", "copy", m.subject, m.from_name, m.from_addr,
+                      note=f"a copy of {m.message_id[:200]}", source=m.source, source_key=m.source_key,
+                      received_at=m.received_at)
 
 
 def _human(d: timedelta) -> str:
