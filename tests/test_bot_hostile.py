@@ -221,3 +221,26 @@ def test_a_long_missing_list_is_said_as_runs():
     assert positions(list(range(2, 1001)), 1000) == "2/1000-1000/1000"
     many = positions(list(range(1, 1001, 2)), 1000)
     assert many.startswith("1/1000, 3/1000") and many.endswith("and 492 more runs") and len(many) < 200
+
+
+def test_what_the_machine_fails_at_is_an_infrastructure_error(tmp_path):
+    """Wrapper messages and a full disk are the machine's; a compiler's diagnostics are the patch's."""
+    from toolchains.errors import InfrastructureError
+    from toolchains.process import Limits, run
+    from toolchains.sandbox import Sandbox
+
+    def sh(script: str, limits: Limits = Limits(None, None)):
+        return run(["sh", "-c", script], tmp_path, Sandbox(False), limits)
+
+    for script, why in (("echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2; exit 1",
+                         "bwrap: Creating new namespace failed"),
+                        ("echo 'cc1: fatal error: x.o: No space left on device' >&2; exit 1", "No space left on device"),
+                        ("echo 'ld: final link failed: Disk quota exceeded' >&2; exit 1", "Disk quota exceeded")):
+        with pytest.raises(InfrastructureError, match=why):
+            sh(script)
+    failed = sh("echo 'mm/page_alloc.c:12:3: error: bwrap: prlimit: a patch can say anything' >&2; exit 1")
+    assert failed.status == "failed"                              # the patch's own error, reported as such
+    with pytest.raises(InfrastructureError, match="cannot start"):
+        run(["/nonexistent/sizewatch-no-such-wrapper"], tmp_path, Sandbox(False), Limits(None, None))
+    ok = sh("true", Limits(None, 1 << 30))                        # prlimit that can be set: no error
+    assert ok.status == "ok"
