@@ -25,6 +25,15 @@ def one_line_errors(prog: str = "sizewatch") -> Iterator[None]:
         sys.exit(1)
 
 
+def warn_damage() -> None:
+    """One line on stderr when the store had damaged rows (read as marked values, see db.sqlite)."""
+    from db.sqlite import take_damage
+    notes = take_damage()
+    if notes:
+        click.echo(f"sizewatch: warning: unreadable in the store: {'; '.join(notes[:5])}"
+                   f"{f' (+{len(notes) - 5} more)' if len(notes) > 5 else ''}; see sizewatch db check", err=True)
+
+
 def split(value: str | None) -> list[str]:
     """A comma-separated option as a list (blank entries dropped)."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import db_option, one_line_errors, open_store, split
+from cli.common import db_option, one_line_errors, open_store, split, warn_damage
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.targets import DEFAULT_TARGETS
 
@@ -73,6 +73,7 @@ def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: b
                 report = commit_report(store, commit.sha, commit.tree, tcs, tgs)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
                        else render.text(report), nl=False)
+        warn_damage()
 
 
 @click.command("history")

@@ -103,6 +103,11 @@ def test_db_check_ok_and_every_damage_named(store_path, tmp_path):  # noqa: F811
         before = digest(db)
         one_line_error(sw("db", "check", "--db", db), "damaged:", names[what])
         assert digest(db) == before                                    # a check changes nothing
+        for ref in (HEAD[:12], "1"):                                   # the reports still print, and say so
+            rep = sw("report", ref, "--db", db)
+            assert rep.returncode == 0 and "Traceback" not in rep.stderr and rep.stdout, (what, ref, rep.stderr)
+        if what in ("text that is not UTF-8", "cover letter of series 1"):
+            assert f"warning: unreadable in the store: {what}" in sw("report", "1", "--db", db).stderr
     # damage sqlite itself finds: a page of the file overwritten
     db = tmp_path / "torn.db"
     a, b = sqlite3.connect(store_path), sqlite3.connect(db)
