@@ -244,3 +244,16 @@ def test_what_the_machine_fails_at_is_an_infrastructure_error(tmp_path):
         run(["/nonexistent/sizewatch-no-such-wrapper"], tmp_path, Sandbox(False), Limits(None, None))
     ok = sh("true", Limits(None, 1 << 30))                        # prlimit that can be set: no error
     assert ok.status == "ok"
+
+
+def test_a_seeded_campaign_of_hostile_mailboxes(tmp_path):
+    """bench/hostile_bot.py's generator, a few hundred messages: every valid series tested, each
+    message read once, no traceback, at most one mail per series (the bench's own exit status)."""
+    import sys
+    from pathlib import Path as _P
+    bench = _P(__file__).resolve().parent.parent / "bench" / "hostile_bot.py"
+    proc = subprocess.run([sys.executable, str(bench), "--mailboxes", "80", "--seed", "3"], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "valid series tested: 80 of 80" in proc.stdout and "tracebacks: 0" in proc.stdout
+    assert "(each once: yes)" in proc.stdout and "series with more than one mail: 0" in proc.stdout
