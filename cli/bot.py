@@ -130,26 +130,20 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
 
 
 def status_lines(store) -> list[str]:
-    """``sizewatch bot --status``: series by state, then what needs the operator."""
-    from ci.bot.mailbox import clean_text
-    series = store.bot.series_list()
-    states: dict[str, int] = {}
-    for x in series:
-        states[x.state] = states.get(x.state, 0) + 1
-    out = ["series: " + (", ".join(f"{n} {k}" for k, n in sorted(states.items())) or "none")]
-    for state, title in (("infra_failure", "infrastructure failures (nothing mailed; tried again each poll)"),
-                         ("quarantined", "quarantined series (nothing mailed; not tried again)")):
-        got = [x for x in series if x.state == state]
-        if got:
-            out.append(f"{title}: {len(got)}")
-            out += [f"  {clean_text(x.key)[:100]}  {x.updated_at}  {clean_text(x.subject)[:60]!r}: "
-                    f"{clean_text(x.note)[:200]}" for x in got]
-    n, msgs = store.bot.set_aside(100)
-    out.append(f"quarantined or malformed messages: {n}" + (" (the newest 100)" if n > 100 else ""))
-    out += [f"  {m.kind:11} {clean_text(m.message_id)[:80]}  {m.received_at}  {clean_text(m.subject)[:60]!r}: "
-            f"{clean_text(m.note)[:200]}" for m in msgs]
-    mails: dict[str, int] = {}
-    for mail in store.bot.mails():
-        mails[mail.state] = mails.get(mail.state, 0) + 1
-    out.append("mails: " + (", ".join(f"{n} {k}" for k, n in sorted(mails.items())) or "none"))
+    """``sizewatch bot --status``: series by state, then what needs the operator (ci.bot.status)."""
+    from ci.bot.status import bot_status
+    st = bot_status(store)
+    out = ["series: " + (", ".join(f"{n} {k}" for k, n in st["series"].items()) or "none")]
+    for part, title in (("infra_failures", "infrastructure failures (nothing mailed; tried again each poll)"),
+                        ("quarantined_series", "quarantined series (nothing mailed; not tried again)")):
+        if st[part]:
+            out.append(f"{title}: {len(st[part])}")
+            out += [f"  {x['key'][:100]}  {x['updated_at']}  {x['subject'][:60]!r}: {x['note'][:200]}"
+                    for x in st[part]]
+    aside = st["set_aside"]
+    out.append(f"quarantined or malformed messages: {aside['count']}"
+               + (f" (the newest {aside['shown']})" if aside["count"] > aside["shown"] else ""))
+    out += [f"  {m['kind']:11} {m['message_id'][:80]}  {m['received_at']}  {m['subject'][:60]!r}: {m['reason'][:200]}"
+            for m in aside["messages"]]
+    out.append("mails: " + (", ".join(f"{n} {k}" for k, n in st["mails"].items()) or "none"))
     return out

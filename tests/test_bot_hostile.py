@@ -23,6 +23,12 @@ from test_bot import ok, run_bot, store_rows
 VALID_ID = "<valid-after-1@example.org>"
 
 
+def _dashboard(db):
+    from web.app import create_app
+    from web.settings import WebSettings
+    return create_app(WebSettings(db, jobs_dir=db.with_name("jobs"))).test_client()
+
+
 def hostile_mails() -> dict[str, bytes]:
     """One of each class the hostile-input campaign found, each a patch to a watched list."""
     na = botlist.not_applying
@@ -168,6 +174,14 @@ def test_hostile_mail_is_quarantined_and_the_list_goes_on(tmp_path):
     assert "duplicate Message-ID <dup-1@example.org>" in status.stdout and "\x1b" not in status.stdout
     assert "mails: 4 sent" in status.stdout
     assert "quarantined" in first.stderr and "Traceback" not in first.stderr
+    # and on the dashboard
+    web = _dashboard(db)
+    api = web.get("/api/bot").get_json()
+    assert api["set_aside"]["count"] == 7 and api["mails"] == {"sent": 4}
+    assert any("duplicate Message-ID <dup-1@example.org>" in m["reason"] for m in api["set_aside"]["messages"])
+    page = web.get("/bot")
+    assert page.status_code == 200 and "unusable Message-ID &#39;&lt;&lt;x&gt;@y&gt;&gt;&#39;" in page.get_data(as_text=True)
+    assert web.get("/bot?limit=99999999999").status_code == 400
 
 
 def _applying_patch(msgid: str) -> bytes:
@@ -213,6 +227,8 @@ def test_a_build_limit_that_cannot_be_set_is_never_mailed_as_the_patchs_error(tm
     status = ok(run_bot("--status", db=db))
     assert "infrastructure failures (nothing mailed; tried again each poll): 1" in status.stdout
     assert "prlimit" in status.stdout
+    (infra,) = _dashboard(db).get("/api/bot").get_json()["infra_failures"]
+    assert infra["key"] == f"{msgid}|v1" and "prlimit: failed to set the AS resource limit" in infra["note"]
 
 
 def test_a_long_missing_list_is_said_as_runs():

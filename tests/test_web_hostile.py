@@ -107,7 +107,7 @@ def test_the_pages_own_scripts_are_allowed_by_the_policy(client):
     """Every <script> of every page is an external file from this server ('self') or a JSON data
     block, which the policy does not need to allow; no inline handler or inline script."""
     import re
-    for url in ["/", f"/commit/{HEAD}", "/series/1", "/function/split_me", f"/matrix/{HEAD}"]:
+    for url in ["/", f"/commit/{HEAD}", "/series/1", "/function/split_me", f"/matrix/{HEAD}", "/bot"]:
         html = client.get(url).get_data(as_text=True)
         for tag in re.findall(r"<script[^>]*>", html):
             assert re.search(r'src="/static/', tag) or 'type="application/json"' in tag, (url, tag)
