@@ -273,3 +273,31 @@ def test_a_seeded_campaign_of_hostile_mailboxes(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "valid series tested: 80 of 80" in proc.stdout and "tracebacks: 0" in proc.stdout
     assert "(each once: yes)" in proc.stdout and "series with more than one mail: 0" in proc.stdout
+
+
+def test_maildir_entries_that_must_not_be_read_whole(tmp_path):
+    """A FIFO (would block the bot forever), a symlink, a 40 MB message: set aside with the reason,
+    and the valid series after them is tested."""
+    import os as _os
+    md, db = tmp_path / "list", tmp_path / "s.db"
+    deliver(md, botlist.not_applying(msgid=VALID_ID, name="Valid Dev", addr="valid@example.org", charset="us-ascii"))
+    _os.mkfifo(md / "new" / "0000.fifo")
+    (tmp_path / "secret").write_text("not for the bot\n")
+    _os.symlink(tmp_path / "secret", md / "new" / "0001.link")
+    with open(md / "new" / "0002.huge", "wb") as f:          # sparse: 40 MB claimed, nothing written
+        f.write(b"From: a@b.org\nSubject: [PATCH] x\nMessage-Id: <huge@x>\n\n")
+        f.truncate(40 << 20)
+    with SmtpServer() as server:
+        cfg = bot_config(tmp_path / "bot.toml", server.port)
+        proc = subprocess.run([*__import__("conftest").sizewatch_cmd(), "bot", "--maildir", str(md), "--once",
+                               "--config", str(cfg), "--db", str(db)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        (got,) = server.wait(1)
+    assert got.message["In-Reply-To"] == VALID_ID
+    notes = sorted(n for (n,) in store_rows(db, "SELECT note FROM bot_messages WHERE kind = 'quarantined'"))
+    assert any("not a regular file (p)" in n for n in notes), notes
+    assert any("cannot read it" in n for n in notes), notes                # O_NOFOLLOW
+    assert any("a message of 41943040 bytes, over the 32 MiB cap" in n for n in notes), notes
+    import zlib
+    raws = [zlib.decompress(z) for (z,) in store_rows(db, "SELECT raw_z FROM bot_messages WHERE raw_z IS NOT NULL")]
+    assert raws and not any(b"not for the bot" in r for r in raws)       # the link was not followed

@@ -20,7 +20,10 @@ import email.errors
 import email.policy
 import hashlib
 import mailbox
+import os
 import re
+import stat
+from dataclasses import dataclass
 from email.header import decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses
@@ -269,17 +272,59 @@ def check_mbox(path: Path) -> None:
         raise InputError(f"{path}: no such mbox file")
 
 
-def read_maildir(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[str, bytes]]:
-    """(key, raw bytes) of every message in new/ and cur/ whose key is not in ``known``."""
+MAX_MESSAGE = 32 << 20          # bytes: far past any list's limit; bigger ones are set aside unread
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A maildir entry the bot will not read whole: not a regular file (a FIFO would block the bot
+    forever), unreadable, or over MAX_MESSAGE. ``head`` is what was read of it, for the operator."""
+    reason: str
+    head: bytes = b""
+
+
+def _read_entry(path: str) -> bytes | Unreadable:
+    """A message file's bytes, opened without blocking and only if it is a regular file of sane size."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Unreadable(f"not a regular file ({stat.filemode(st.st_mode)[0]}) in the maildir")
+        if st.st_size > MAX_MESSAGE:
+            return Unreadable(f"a message of {st.st_size} bytes, over the {MAX_MESSAGE >> 20} MiB cap",
+                              os.pread(fd, 65536, 0))
+        chunks, left = [], st.st_size + 1      # a file growing meanwhile is read up to its size when opened
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_maildir(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[str, bytes | Unreadable]]:
+    """(key, raw bytes) of every message in new/ and cur/ whose key is not in ``known`` (keys as
+    ``mailbox.Maildir`` makes them: the file name up to its ``:2,`` info); entries that must not be
+    read whole come as ``Unreadable``."""
     check_maildir(path)
-    box = mailbox.Maildir(str(path), factory=None, create=False)
-    for key in sorted(box.keys()):
+    entries: dict[str, str] = {}
+    for sub in ("new", "cur"):
+        with os.scandir(path / sub) as it:
+            for e in it:
+                if not e.name.startswith("."):
+                    entries.setdefault(e.name.split(":", 1)[0], e.path)
+    for key in sorted(entries):
         if key in known:
             continue
         try:
-            yield key, box.get_bytes(key)
-        except (KeyError, FileNotFoundError):    # moved or deleted by another reader meanwhile
+            yield key, _read_entry(entries[key])
+        except FileNotFoundError:                # moved (new/ -> cur/) or deleted by another reader meanwhile
             continue
+        except OSError as e:                     # a symlink (O_NOFOLLOW), no permission, an I/O error
+            yield key, Unreadable(f"cannot read it: {e.strerror or e}")
 
 
 def read_mbox(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[str, bytes]]:

@@ -39,8 +39,8 @@ from ci import pipeline
 from ci.pipeline import builder
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
-from ci.bot.mailbox import (am_ready, check_maildir, check_mbox, content_key, malformed_id, parse_mail, quarantine,
-                            read_maildir, read_mbox)
+from ci.bot.mailbox import (Unreadable, am_ready, check_maildir, check_mbox, content_key, malformed_id, parse_mail,
+                            quarantine, read_maildir, read_mbox)
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.bot.policy import Policy
@@ -77,7 +77,7 @@ class Source:
         """One-line error now when the maildir / mbox is not there."""
         (check_maildir if self.kind == "maildir" else check_mbox)(self.path)
 
-    def read(self, known: set[str]) -> Iterator[tuple[str, bytes]]:
+    def read(self, known: set[str]) -> Iterator[tuple[str, bytes | Unreadable]]:
         return read_maildir(self.path, known) if self.kind == "maildir" else read_mbox(self.path, known)
 
 
@@ -177,11 +177,15 @@ class Bot:
         copies: list[BotMessage] = []                  # the same message again: recorded, so never read again
         for key, raw in source.read(known):
             res.read += 1
-            try:
-                m = parse_mail(raw, label, key, stamp, (self.policy.address,))
-            except Exception as e:             # noqa: BLE001 - a parser bug must not stop the list
-                m = quarantine(BotMessage(malformed_id(raw), "other", source=label, source_key=key,
-                                          received_at=stamp), f"cannot parse: {type(e).__name__}: {e}"[:300], raw)
+            if isinstance(raw, Unreadable):
+                m = quarantine(BotMessage(malformed_id(f"{label}\0{key}".encode()), "other", source=label,
+                                          source_key=key, received_at=stamp), raw.reason, raw.head)
+            else:
+                try:
+                    m = parse_mail(raw, label, key, stamp, (self.policy.address,))
+                except Exception as e:         # noqa: BLE001 - a parser bug must not stop the list
+                    m = quarantine(BotMessage(malformed_id(raw), "other", source=label, source_key=key,
+                                              received_at=stamp), f"cannot parse: {type(e).__name__}: {e}"[:300], raw)
             if m.message_id in parsed:
                 m = self._duplicate(parsed[m.message_id], m)
                 if m.message_id in parsed:
