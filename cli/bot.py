@@ -67,15 +67,23 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="the bot's TOML config")
 @click.option("--checks", type=click.Path(path_type=Path), help="write patchwork-style check JSON here")
 @click.option("--interval", default=None, help="poll interval without --once (e.g. 60s, 5m)")
+@click.option("--status", is_flag=True, help="show what needs the operator (quarantined mail, infrastructure "
+                                             "failures, unsent mails) and exit")
 @db_option
 def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
-            config_file: Path | None, checks: Path | None, interval: str | None, db: str | None) -> None:
+            config_file: Path | None, checks: Path | None, interval: str | None, status: bool,
+            db: str | None) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
     from ci.bot.service import Bot, Source, instance_lock
     with one_line_errors():
+        if status:
+            with open_store(db, read_only=True) as store:
+                for line in status_lines(store):
+                    click.echo(line)
+            return
         given = [x for x in (maildir, mbox, series_file) if x is not None]
         if len(given) != 1:
             raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")
@@ -119,3 +127,23 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
             if failed:
                 sys.exit(1)
 
+
+
+def status_lines(store) -> list[str]:
+    """``sizewatch bot --status``: series by state, then what needs the operator (ci.bot.status)."""
+    from ci.bot.status import bot_status
+    st = bot_status(store)
+    out = ["series: " + (", ".join(f"{n} {k}" for k, n in st["series"].items()) or "none")]
+    for part, title in (("infra_failures", "infrastructure failures (nothing mailed; tried again each poll)"),
+                        ("quarantined_series", "quarantined series (nothing mailed; not tried again)")):
+        if st[part]:
+            out.append(f"{title}: {len(st[part])}")
+            out += [f"  {x['key'][:100]}  {x['updated_at']}  {x['subject'][:60]!r}: {x['note'][:200]}"
+                    for x in st[part]]
+    aside = st["set_aside"]
+    out.append(f"quarantined or malformed messages: {aside['count']}"
+               + (f" (the newest {aside['shown']})" if aside["count"] > aside["shown"] else ""))
+    out += [f"  {m['kind']:11} {m['message_id'][:80]}  {m['received_at']}  {m['subject'][:60]!r}: {m['reason'][:200]}"
+            for m in aside["messages"]]
+    out.append("mails: " + (", ".join(f"{n} {k}" for k, n in st["mails"].items()) or "none"))
+    return out

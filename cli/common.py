@@ -46,6 +46,15 @@ def run_standalone(command: click.Command, args: list[str] | None, prog_name: st
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def warn_damage() -> None:
+    """One line on stderr when the store had damaged rows (read as marked values, see db.sqlite)."""
+    from db.sqlite import take_damage
+    notes = take_damage()
+    if notes:
+        click.echo(f"sizewatch: warning: unreadable in the store: {'; '.join(notes[:5])}"
+                   f"{f' (+{len(notes) - 5} more)' if len(notes) > 5 else ''}; see sizewatch db check", err=True)
+
+
 def split(value: str | None) -> list[str]:
     """A comma-separated option as a list (blank entries dropped)."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]
@@ -55,7 +64,8 @@ db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
                          help="store file (default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
 
 
-def open_store(db: str | None):
-    """The store named by --db, else the default one (created and migrated as needed)."""
+def open_store(db: str | None, read_only: bool = False):
+    """The store named by --db, else the default one (created and migrated as needed; with
+    ``read_only`` it must exist and is opened ``mode=ro``: for commands that only read)."""
     from db.store import open_store as _open
-    return _open(db)
+    return _open(db, read_only=read_only)

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("cli.pipeline", "history_cmd"),
     "bot": ("cli.bot", "bot_cmd"),
     "serve": ("cli.serve", "serve_cmd"),
+    "db": ("cli.db", "db_cmd"),
 }
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import db_option, one_line_errors, open_store, split
+from cli.common import db_option, one_line_errors, open_store, split, warn_damage
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.targets import DEFAULT_TARGETS
 
@@ -62,7 +62,7 @@ def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: b
     from ci.reports.model import commit_report, series_report
     from db.errors import StoreError
     with one_line_errors():
-        with open_store(db) as store:
+        with open_store(db, read_only=True) as store:
             tcs, tgs = split(toolchains) or None, split(targets) or None
             if ref.isdigit() or "@" in ref:
                 report = series_report(store, ref, tcs, tgs)
@@ -73,6 +73,7 @@ def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: b
                 report = commit_report(store, commit.sha, commit.tree, tcs, tgs)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
                        else render.text(report), nl=False)
+        warn_damage()
 
 
 @click.command("history")
@@ -86,7 +87,7 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, as_jso
     import json
     from db.errors import StoreError
     with one_line_errors():
-        with open_store(db) as store:
+        with open_store(db, read_only=True) as store:
             points = store.function_history(function, toolchain, target=target)
             if not points:
                 raise StoreError(f"{function}: not found in any stored build")

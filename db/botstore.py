@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Iterable
 
-from db.sqlite import Connections, compress, retry_busy
+from db.sqlite import Connections, compress, loads, retry_busy, unreadable
 
 # bot_series states after which the series' messages are not assembled again
-FINAL_STATES = ("tested", "not_applied", "incomplete", "superseded", "skipped")
+FINAL_STATES = ("tested", "not_applied", "incomplete", "superseded", "skipped", "quarantined")
+# not final: "waiting" (more patches may come), "infra_failure" (the machine failed: tried again)
 UNSENT = ("decided", "held")
 
 
@@ -35,7 +36,7 @@ class BotMessage:
     """One message read from the list: its headers as the bot uses them, and for patches and
     cover letters the raw bytes (to write the series out for ``git am``)."""
     message_id: str
-    kind: str                                   # patch | cover | reply | other | own | malformed
+    kind: str                                   # patch | cover | reply | other | own | malformed | quarantined | copy
     subject: str = ""
     from_name: str = ""
     from_addr: str = ""
@@ -137,6 +138,11 @@ class BotStore(ABC):
     def messages(self, message_ids: Iterable[str]) -> list[BotMessage]: ...
 
     @abstractmethod
+    def set_aside(self, limit: int = 100) -> tuple[int, list[BotMessage]]:
+        """Messages quarantined or malformed (how many, and the newest ``limit`` without raw bytes):
+        what the operator should look at."""
+
+    @abstractmethod
     def series_list(self, states: Iterable[str] | None = None,
                     senders: Iterable[str] | None = None) -> list[BotSeries]:
         """Series (with their message ids), optionally only in these states / from these senders."""
@@ -200,10 +206,16 @@ def _msg(row: tuple) -> BotMessage:
     import zlib
     (mid, source, skey, kind, subject, fname, faddr, rcpt, date, irt, refs, ver, pos, total, tags, note,
      received, raw_z, series_key) = row
-    r, t = json.loads(rcpt), json.loads(tags)
+    r, t = loads(rcpt, f"recipients of message {mid}"), loads(tags, f"tags of message {mid}")
+    try:
+        raw = zlib.decompress(raw_z) if raw_z else b""
+    except zlib.error:
+        raw = b""
+        note = f"{note} {unreadable(f'raw bytes of message {mid}')}".strip()
+    refs_list = loads(refs, f"references of message {mid}", list)
     return BotMessage(mid, kind, subject, fname, faddr, r.get("to", []), r.get("cc", []), r.get("list_id", ""),
-                      date, irt, json.loads(refs), ver, pos, total, t.get("base_commit"), t.get("change_id"), note,
-                      source, skey, received, zlib.decompress(raw_z) if raw_z else b"", series_key)
+                      date, irt, [x for x in refs_list if not x.startswith("[unreadable")], ver, pos, total,
+                      t.get("base_commit"), t.get("change_id"), note, source, skey, received, raw, series_key)
 
 
 def _mail(row: tuple) -> BotMail:
@@ -262,6 +274,15 @@ class SqliteBotStore(BotStore):
         rows = self._conn().execute(f"SELECT {_MSG_COLS} FROM bot_messages WHERE message_id IN "
                                     f"(SELECT value FROM json_each(?)) ORDER BY rowid", (json.dumps(ids),))
         return [_msg(r) for r in rows]
+
+    @retry_busy
+    def set_aside(self, limit: int = 100) -> tuple[int, list[BotMessage]]:
+        cols = _MSG_COLS.replace("raw_z", "NULL")
+        n = self._conn().execute("SELECT count(*) FROM bot_messages WHERE kind IN ('quarantined', 'malformed')"
+                                 ).fetchone()[0]
+        rows = self._conn().execute(f"SELECT {cols} FROM bot_messages WHERE kind IN ('quarantined', 'malformed') "
+                                    "ORDER BY received_at DESC, rowid DESC LIMIT ?", (limit,))
+        return n, [_msg(r) for r in rows]
 
     @retry_busy
     def series_list(self, states: Iterable[str] | None = None,

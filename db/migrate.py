@@ -70,8 +70,10 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None,
     ``conn`` must be in autocommit mode (isolation_level=None). Safe when several
     processes open the store at once: each file is checked again inside its write lock.
     """
-    todo = [m for m in available(directory) if upto is None or m.version <= upto]
+    known = available(directory)
+    todo = [m for m in known if upto is None or m.version <= upto]
     done = applied(conn)
+    check_known(done, known)
     if all(m.version in done for m in todo):
         return []
     conn.execute("BEGIN IMMEDIATE")
@@ -104,6 +106,24 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None,
             raise
         now.append(m.version)
     return now
+
+
+def check_known(done: set[int], known: list[Migration]) -> None:
+    """A store a newer sizewatch migrated has tables and meanings this code does not know: refuse it
+    rather than read it wrongly or write rows the newer code would misread."""
+    unknown = sorted(done - {m.version for m in known})
+    if unknown:
+        top = max((m.version for m in known), default=0)
+        raise StoreError(f"store was written by a newer sizewatch: migration {unknown[0]:04d} unknown "
+                         f"(this sizewatch knows migrations up to {top:04d})")
+
+
+def pending(conn: sqlite3.Connection, directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """The known migrations this store has not applied (StoreError for a newer store)."""
+    known = available(directory)
+    done = applied(conn)
+    check_known(done, known)
+    return [m for m in known if m.version not in done]
 
 
 def version(conn: sqlite3.Connection) -> int:

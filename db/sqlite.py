@@ -8,7 +8,9 @@ one-line StoreError.
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
+import threading
 import time
 import zlib
 from contextlib import AbstractContextManager
@@ -53,5 +55,62 @@ def compress(text: str | bytes | None) -> bytes | None:
     return zlib.compress(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text, 6)
 
 
-def decompress(blob: bytes | None) -> str:
-    return zlib.decompress(blob).decode("utf-8", "surrogateescape") if blob else ""
+# --- damaged rows ---------------------------------------------------------------------------------
+# A row damaged on disk or by another tool (a blob that is not zlib, truncated JSON, text that is not
+# UTF-8) must not take a page or a report down with it: readers substitute a marked value and note
+# the damage for this thread, which the dashboard shows on the page it was reading (web.guard).
+
+_damage = threading.local()
+MAX_NOTES = 50
+
+
+def note_damage(what: str) -> None:
+    notes = getattr(_damage, "notes", None)
+    if notes is None:
+        notes = _damage.notes = []
+    if len(notes) < MAX_NOTES and what not in notes:
+        notes.append(what)
+
+
+def take_damage() -> list[str]:
+    """The damage noted on this thread since the last call (and forget it)."""
+    notes = getattr(_damage, "notes", None) or []
+    _damage.notes = []
+    return notes
+
+
+def damage_notes() -> list[str]:
+    """The damage noted on this thread so far (kept)."""
+    return list(getattr(_damage, "notes", None) or [])
+
+
+def unreadable(what: str) -> str:
+    note_damage(what)
+    return f"[unreadable in the store: {what}]"
+
+
+def text_factory(raw: bytes) -> str:
+    """sqlite TEXT as str; bytes that are not UTF-8 (damage) shown with U+FFFD instead of raising."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        note_damage("text that is not UTF-8")
+        return raw.decode("utf-8", "replace")
+
+
+def loads(doc: str | None, what: str, fallback: type = dict):
+    """A stored JSON column; on damage ``{}`` (dict) or a list holding the marker (list)."""
+    try:
+        return json.loads(doc)
+    except (ValueError, TypeError):
+        marker = unreadable(what)
+        return [marker] if fallback is list else {}
+
+
+def decompress(blob: bytes | None, what: str = "a compressed column") -> str:
+    if not blob:
+        return ""
+    try:
+        return zlib.decompress(blob).decode("utf-8", "surrogateescape")
+    except (zlib.error, TypeError):
+        return unreadable(what)

@@ -22,7 +22,8 @@ from typing import Iterable, Iterator
 
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
-from db.sqlite import BUSY_TIMEOUT_MS, compress, decompress, retry_busy as _retry_busy  # noqa: F401  compress: API
+from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
+                       text_factory)                                   # compress: API
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
@@ -40,12 +41,52 @@ def default_path() -> Path:
     return cache_dir() / "sizewatch.db"
 
 
-def open_store(path: str | os.PathLike | None = None, upto: int | None = None) -> "SqliteStore":
+def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
+               read_only: bool = False) -> "SqliteStore":
     """Open (creating and migrating as needed) the store at ``path`` or the default location.
 
-    ``upto`` stops migrations at that version (tests of the migration path only).
+    ``upto`` stops migrations at that version (tests of the migration path only). ``read_only``:
+    every connection is opened ``mode=ro`` (a reader cannot write by mistake, and a store on
+    read-only media or without write permission opens); a missing store is created and pending
+    migrations applied first, by one writable connection, only when that is needed and possible.
     """
-    return SqliteStore(Path(path) if path else default_path(), upto=upto)
+    return SqliteStore(Path(path) if path else default_path(), upto=upto, read_only=read_only)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_file(path: Path, must_exist: bool = False) -> None:
+    """Refuse, before sqlite touches it, a file sizewatch did not create: sqlite would silently make
+    a zero-byte file a new database and fail later on anything else. Nothing is written to it."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a store file")
+    if not path.exists():
+        if must_exist:
+            raise StoreError(f"{path}: no such store")
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read the store ({e.strerror})") from None
+    if not head:
+        raise StoreError(f"{path}: an empty file, not a sizewatch store (left untouched; remove it or give "
+                         "another --db to create a store)")
+    if head != SQLITE_MAGIC:
+        raise StoreError(f"{path}: not an sqlite database, so not a sizewatch store (left untouched)")
+    # before any writable connection (switching to WAL rewrites the header): whose database is it?
+    try:
+        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = [t for (t,) in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        finally:
+            ro.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: cannot use as a sizewatch store: {e} (left untouched)") from None
+    if tables and "schema_migrations" not in tables:
+        raise StoreError(f"{path}: an sqlite database that is not a sizewatch store (its tables: "
+                         f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); left untouched")
 
 
 def _now() -> str:
@@ -198,25 +239,47 @@ JOIN configs cf ON cf.id = b.config_id
 
 def _build(row: tuple) -> Build:
     r = list(row)
-    r[11] = json.loads(r[11])
+    r[11] = loads(r[11], f"errors of build {r[0]}", list)
     return Build(*r)
 
 
 class SqliteStore(Store):
-    def __init__(self, path: Path, upto: int | None = None):
+    def __init__(self, path: Path, upto: int | None = None, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
         self._local = threading.local()
         self._bot = SqliteBotStore(self)
         self._names: dict[str, int] = {}
         self._names_lock = threading.Lock()
-        if self.path.is_dir():
-            raise StoreError(f"{self.path}: is a directory, not a store file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = self._conn()
+        check_store_file(self.path)
+        if read_only and not self.path.exists():      # a first run of a reader: an empty store, as before
+            SqliteStore(self.path, upto=upto).close()
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            _migrate.migrate(conn, upto=upto)
+            if read_only:
+                self._read_only_ready(upto)
+            else:
+                _migrate.migrate(self._conn(), upto=upto)
         except sqlite3.DatabaseError as e:
+            self.close()
             raise StoreError(f"{self.path}: cannot use as a sizewatch store: {e}") from None
+        except StoreError as e:
+            self.close()
+            msg = str(e)
+            raise StoreError(msg if msg.startswith(str(self.path)) else f"{self.path}: {msg}") from None
+
+    def _read_only_ready(self, upto: int | None) -> None:
+        conn = self._conn()
+        todo = [m for m in _migrate.pending(conn) if upto is None or m.version <= upto]
+        if not todo:
+            return
+        if not os.access(self.path, os.W_OK) or not os.access(self.path.parent, os.W_OK):
+            raise StoreError(f"the store needs migration {todo[0].path.name} and is read-only: open it once "
+                             "with write access (any sizewatch run)")
+        self.close()                                 # one writable connection, for the migrations only
+        writer = SqliteStore(self.path, upto=upto)
+        writer.close()
 
     # --- connections and transactions -----------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -224,8 +287,16 @@ class SqliteStore(Store):
         if conn is not None:
             return conn
         try:
+            if self.read_only:
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                       check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+                conn.text_factory = text_factory
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._local.conn = conn
+                return conn
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.text_factory = text_factory         # damaged text shown with U+FFFD, not a 500
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
@@ -255,6 +326,8 @@ class SqliteStore(Store):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only, cannot write")
         conn = self._conn()
         for attempt in range(20):
             try:
@@ -472,19 +545,20 @@ class SqliteStore(Store):
     @_retry_busy
     def build_log(self, build_id: int) -> str:
         row = self._conn().execute("SELECT log_z FROM builds WHERE id = ?", (build_id,)).fetchone()
-        return decompress(row[0]) if row else ""
+        return decompress(row[0], f"log of build {build_id}") if row else ""
 
     @_retry_busy
     def objects_for(self, build_id: int) -> list[ObjectRecord]:
         rows = self._conn().execute("SELECT path, sha256, text, data, bss, sections, id FROM objects "
                                     "WHERE build_id = ? ORDER BY path", (build_id,))
-        return [ObjectRecord(p, h, t, d, b, json.loads(s), id=i) for p, h, t, d, b, s, i in rows]
+        return [ObjectRecord(p, h, t, d, b, loads(s, f"sections of object {i}"), id=i) for p, h, t, d, b, s, i in rows]
 
     @_retry_busy
     def object_facts(self, build_id: int) -> dict[str, dict]:
         rows = self._conn().execute("SELECT path, facts_z FROM objects WHERE build_id = ? AND facts_z IS NOT NULL "
                                     "ORDER BY path", (build_id,))
-        return {p: json.loads(decompress(z)) for p, z in rows}
+        return {p: loads(decompress(z, f"facts of {p} (build {build_id})"), f"facts of {p} (build {build_id})")
+                for p, z in rows}
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -500,7 +574,8 @@ class SqliteStore(Store):
             "SELECT n.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes, f.callers, f.facts "
             "FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id "
             "WHERE o.build_id = ? ORDER BY n.name", (build_id,))
-        return [FunctionRow(n, s, d, bool(oo), ic, ib, ca, json.loads(fa)) for n, s, d, oo, ic, ib, ca, fa in rows]
+        return [FunctionRow(n, s, d, bool(oo), ic, ib, ca, loads(fa, f"facts of function {n} (build {build_id})"))
+                for n, s, d, oo, ic, ib, ca, fa in rows]
 
     @_retry_busy
     def remarks_for(self, build_id: int, passed: bool | None = None) -> list[RemarkRow]:
@@ -518,7 +593,8 @@ class SqliteStore(Store):
         rows = self._conn().execute(
             "SELECT kind, function, severity, message, data, base_build_id FROM findings WHERE build_id = ? "
             "AND (base_build_id IS NULL OR base_build_id = ?) ORDER BY id", (build_id, base_build_id))
-        return [FindingRow(k, f, s, m, json.loads(d), b) for k, f, s, m, d, b in rows]
+        return [FindingRow(k, f, s, m, loads(d, f"data of a {k} finding (build {build_id})"), b)
+                for k, f, s, m, d, b in rows]
 
     @_retry_busy
     def has_comparison(self, build_id: int, base_build_id: int) -> bool:
@@ -529,7 +605,11 @@ class SqliteStore(Store):
     def comparison_tables(self, build_id: int, base_build_id: int) -> dict | None:
         row = self._conn().execute("SELECT tables_z FROM comparison_tables WHERE build_id = ? AND base_build_id = ?",
                                    (build_id, base_build_id)).fetchone()
-        return json.loads(decompress(row[0])) if row else None
+        if not row:
+            return None
+        what = f"bloat-o-meter tables of build {build_id} vs {base_build_id}"
+        got = loads(decompress(row[0], what), what)
+        return got or None               # unreadable: computed again from the stored symbols
 
     @staticmethod
     def _build_filters(toolchain: str | None, tree: str | None, target: str | None) -> tuple[str, list]:
@@ -716,7 +796,8 @@ class SqliteStore(Store):
             patches = [SeriesPatch(*p) for p in conn.execute(
                 "SELECT position, subject, message_id, author, commit_sha, status, error FROM series_patches "
                 "WHERE series_id = ? ORDER BY position", (sid,))]
-            out.append(Series(tree, mid, subj, ver, author, date, decompress(cover_z), base, status, err, created,
+            cover = decompress(cover_z, f"cover letter of series {sid}")
+            out.append(Series(tree, mid, subj, ver, author, date, cover, base, status, err, created,
                               patches, sid))
         return out
 
@@ -783,7 +864,7 @@ class SqliteStore(Store):
         for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors) in heads.items():
             base = bases.get((tname, parent, tc, ver, key, target)) if parent else None
             out.append(BuildSummary(sha, bid, tc, ver, key, target, status,
-                                    json.loads(errors) if errors != "[]" else [], None,
+                                    loads(errors, f"errors of build {bid}", list) if errors != "[]" else [], None,
                                     base[0] if base else None, base[1] if base else None))
         ids = [s.build_id for s in out] + [s.base_build_id for s in out if s.base_build_id is not None]
         ids_json = json.dumps(ids)
@@ -796,7 +877,8 @@ class SqliteStore(Store):
         # cost ~4 ms); builds without stored counts are counted here from their findings
         (doc,) = conn.execute(
             "SELECT json_group_array(json_array(build_id, base_build_id, json(counts))) FROM comparisons "
-            "WHERE counts IS NOT NULL AND build_id IN (SELECT value FROM json_each(?))",
+            "WHERE json_valid(counts) AND "           # damaged counts: counted again from the findings below
+            "counts IS NOT NULL AND build_id IN (SELECT value FROM json_each(?))",
             (json.dumps([s.build_id for s in out]),)).fetchone()
         stored = {(b, base): c for b, base, c in json.loads(doc)}
         counts: list[dict | None] = [stored.get((s.build_id, s.base_build_id)) if s.base_status == "ok" else None

@@ -224,7 +224,7 @@ def test_reply_headers_recipients_and_width():
     (p2,) = parsed(botlist.series_v1()[2])
     p2.cc.append(f"The Bot <{botlist.BOT}>")          # the bot itself is never a recipient
     p2.cc.append("LINUX-MM@kvack.org")                # nor is anyone twice
-    to, cc = recipients(p2, botlist.BOT)
+    to, cc = map(lambda xs: [str(x) for x in xs], recipients(p2, botlist.BOT))
     assert to == ["Aaron Lu <aaron.lu@intel.com>"]
     assert cc == ["linux-mm@kvack.org", "Andrew Morton <akpm@linux-foundation.org>", "Vlastimil Babka <vbabka@suse.cz>"]
     body = "Hi Aaron,\n\n" + "\n".join(fit(["x" * 100, "word " * 30])) + "\n"

@@ -43,7 +43,11 @@ def _record(path, sha, parent, obj_path, toolchain="gcc-12", findings=(), status
 
 def test_migrations_from_empty_file(tmp_path):
     db = tmp_path / "s.db"
-    db.touch()                                          # an empty file is a valid empty sqlite db
+    db.touch()                          # sqlite takes an empty file as an empty database; sizewatch does not
+    with pytest.raises(StoreError, match="s.db: an empty file, not a sizewatch store"):
+        open_store(db)
+    assert db.read_bytes() == b""
+    db.unlink()
     s = open_store(db)
     versions = [m.version for m in migrate_mod.available()]
     assert s.schema_version == max(versions)

@@ -28,7 +28,7 @@ from typing import Iterator
 from toolchains import buildstate, cmdfile, inline_report, process, replay
 from toolchains.buildenv import sandbox_for
 from toolchains.diagnostics import compiler_errors, from_compiler
-from toolchains.errors import BuildError
+from toolchains.errors import BuildError, InfrastructureError
 from toolchains.kbuild import Config, is_prepared, make_cmd, prepare
 from toolchains.layout import Layout, atomic_copy, atomic_write
 from toolchains.locks import file_lock
@@ -295,6 +295,8 @@ def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], confi
             job = _Job(Path(tree), sha, tc, version, config, lay, options, events)
             try:
                 job.ensure_prepared()
+            except InfrastructureError:
+                raise                        # not a result of this commit: nothing is kept
             except BuildError as e:
                 for t in todo:
                     results[t.spec] = job.finish(t, TargetResult(t.spec, t.kind, "failed", "kbuild", "prepare",

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolchains.errors import InfrastructureError
 from toolchains.sandbox import Sandbox
 
 _live: set[subprocess.Popen] = set()
@@ -24,6 +25,17 @@ _live_lock = threading.Lock()
 _OOM = re.compile(r"virtual memory exhausted|out of memory|Cannot allocate memory|std::bad_alloc|"
                   r"Killed signal terminated program|LLVM ERROR: out of memory|memory exhausted|"
                   r"failed to map segment from shared object|cannot map zero-fill pages")
+
+# The wrappers' own failures (before the step ran) and a full disk: the machine's fault, not the
+# commit's. prlimit and bwrap prefix their messages with their name at the start of a line, which
+# no compiler diagnostic does (those start with a file name).
+_INFRA = re.compile(r"^(?:prlimit|bwrap): .*$|^.*(?:No space left on device|Disk quota exceeded).*$", re.M)
+
+
+def infrastructure_failure(stderr: str) -> str | None:
+    """The line saying why the step could not run on this machine, if it says so."""
+    m = _INFRA.search(stderr)
+    return " ".join(m.group(0).split())[:300] if m else None
 
 
 @dataclass
@@ -58,9 +70,12 @@ def run(argv: list[str], cwd: Path, sandbox: Sandbox, limits: Limits, deadline: 
         if timeout <= 0:
             return Outcome("timeout", -signal.SIGKILL, "", "time-out reached before the step started\n", 0.0)
     t0 = time.monotonic()
-    proc = subprocess.Popen(full, cwd=cwd, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            start_new_session=True, text=True, errors="replace")
+    try:
+        proc = subprocess.Popen(full, cwd=cwd, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                start_new_session=True, text=True, errors="replace")
+    except OSError as e:                   # prlimit or bwrap missing, no processes left, cwd gone
+        raise InfrastructureError(f"cannot start {full[0]}: {e.strerror or e}") from None
     with _live_lock:
         _live.add(proc)
     try:
@@ -82,6 +97,9 @@ def run(argv: list[str], cwd: Path, sandbox: Sandbox, limits: Limits, deadline: 
     rc = proc.returncode
     if rc == 0:
         return Outcome("ok", rc, out, err, secs)
+    infra = infrastructure_failure(err)
+    if infra:
+        raise InfrastructureError(f"the build could not run on this machine: {infra}")
     if _OOM.search(err) and limits.memory:
         err += f"\nover the memory limit ({limits.memory >> 20} MiB of address space per process)\n"
         return Outcome("killed", rc, out, err, secs)

@@ -16,6 +16,13 @@ from analyzer.errors import InputError
 _PATCH_TAG = re.compile(r"\[([^\]]*\bPATCH\b[^\]]*)\]", re.I)
 _VERSION = re.compile(r"(?:^|\s)v(\d+)(?:\s|$)", re.I)
 _NUMBER = re.compile(r"(?:^|\s)(\d+)/(\d+)(?:\s|$)")
+
+# Caps on what a subject tag may claim. A series is assembled into lists indexed by patch number,
+# and the numbers are stored as sqlite INTEGERs (64 bits): a stranger's ``[PATCH 1/100000000]`` or
+# ``v99999999999999999999`` must be refused, not allocated or overflowed. The largest mm series
+# posted so far have a few hundred patches and no series reached v100.
+MAX_PATCHES = 1000
+MAX_VERSION = 1000
 _UNIFIED = re.compile(rb"\n--- \S[^\n]*\n\+\+\+ \S[^\n]*\n@@ ")      # a plain unified diff (no "diff --git")
 _BASE = re.compile(r"^base-commit: *([0-9a-f]{7,40})\s*$", re.M)
 
@@ -63,27 +70,54 @@ def base_commit_of(text: str | bytes) -> str | None:
     return found.group(1) if found else None
 
 
+class TagError(InputError):
+    """A ``[PATCH vN n/m]`` tag whose numbers are beyond the caps (MAX_PATCHES, MAX_VERSION)."""
+
+
+def _bounded(digits: str, cap: int, what: str, subject: str) -> int:
+    # compared as text first: int() of a 100,000-digit number is itself slow
+    if len(digits.lstrip("0")) > len(str(cap)) or int(digits) > cap:
+        shown = digits if len(digits) <= 24 else digits[:20] + "..."
+        raise TagError(f"{what} {shown} in {subject[:80]!r} is beyond the cap of {cap}")
+    return int(digits)
+
+
 def patch_tag(subject: str) -> tuple[int | None, int | None, int]:
-    """(n, m, version) of a ``[PATCH vN n/m]`` subject tag."""
+    """(n, m, version) of a ``[PATCH vN n/m]`` subject tag; TagError past the caps."""
     m = _PATCH_TAG.search(subject)
     if not m:
         return None, None, 1
     v = _VERSION.search(m.group(1))
     n = _NUMBER.search(m.group(1))
-    return (int(n.group(1)) if n else None, int(n.group(2)) if n else None, int(v.group(1)) if v else 1)
+    ver = _bounded(v.group(1), MAX_VERSION, "version", subject) if v else 1
+    if not n:
+        return None, None, ver
+    return (_bounded(n.group(1), MAX_PATCHES, "patch number", subject),
+            _bounded(n.group(2), MAX_PATCHES, "patch count", subject), ver)
+
+
+def _head(msg: email.message.Message, name: str) -> str:
+    """A header as text. The default policy parses structured headers when they are read and
+    raises on some hostile values (``Message-ID: <>``, an encoded CR/LF in From); those are
+    taken as written, unfolded."""
+    try:
+        return str(msg.get(name, ""))
+    except Exception:          # noqa: BLE001 - any parser failure: the raw value is what git am sees too
+        raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), "")
+        return " ".join(str(raw).split())
 
 
 def _message(raw: bytes, from_line: str) -> Message:
     msg = email.message_from_bytes(raw, policy=email.policy.default)
-    subject = " ".join(str(msg.get("Subject", "")).split())
+    subject = " ".join(_head(msg, "Subject").split())
     pos, total, ver = patch_tag(subject)
     try:
         body = msg.get_body(("plain",))
         text = body.get_content() if body is not None else ""
-    except (KeyError, LookupError, ValueError):
+    except (KeyError, LookupError, ValueError, AssertionError, TypeError, IndexError):
         text = raw.decode("utf-8", "replace")
-    return Message(str(msg.get("Message-Id", "")).strip(), subject, str(msg.get("From", "")),
-                   str(msg.get("Date", "")), b"From " + from_line.encode() + b"\n" + raw, pos, total, ver, text)
+    return Message(_head(msg, "Message-Id").strip(), subject, _head(msg, "From"),
+                   _head(msg, "Date"), b"From " + from_line.encode() + b"\n" + raw, pos, total, ver, text)
 
 
 def read_mbox(path: Path, cover: Path | None = None) -> MboxSeries:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import Flask
 
 from db.store import Store, open_store
-from web import errors, formatting
+from web import errors, formatting, guard
 from web.jobs import Jobs
 from web.settings import WebSettings
 from web.symbol_cache import SymbolCache
@@ -18,9 +18,10 @@ def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
     app.jinja_environment = DashboardEnvironment
     app.json.sort_keys = False
     app.extensions["sizewatch.settings"] = settings
-    app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)
+    app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db, read_only=True)
     app.extensions["sizewatch.jobs"] = Jobs(settings.job_logs)
     app.extensions["sizewatch.symbols"] = SymbolCache()
+    guard.register(app)                        # ids bounded, Origin checked, security headers
     for bp in PAGES:
         app.register_blueprint(bp)
     errors.register(app)

@@ -27,7 +27,7 @@ def serve(settings: WebSettings, host: str, port: int, threads: int) -> None:
     from waitress import create_server
     from web.app import create_app
     from web.heap import freeze_startup_heap
-    store = open_store(settings.db)
+    store = open_store(settings.db, read_only=True)      # only reads: re-runs are processes of their own
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # with few threads requests wait their turn by design: not a warning per queued request
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)

@@ -7,7 +7,7 @@ from the environment (``password_env``) instead of the file.
 
     [bot]     address, name, dashboard_url, tree, base, toolchains, targets, config,
               config_fragment, incomplete_timeout, poll_interval, daily_cap, dry_run,
-              checks_dir, max_table_rows
+              checks_dir, max_table_rows, max_cc
     [watch]   lists, senders, opt_out
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
@@ -122,6 +122,7 @@ class Policy:
     dry_run: bool = False
     checks_dir: str = ""                 # patchwork-style check JSON per patch ('' = none)
     max_table_rows: int = 40
+    max_cc: int = 20                     # reply-all Cc beyond the watched lists (a maintainer set is ~10-20)
     watch: Watch = Watch()
     report: ReportRules = ReportRules()
     smtp: SmtpSettings | None = None

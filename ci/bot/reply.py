@@ -4,7 +4,12 @@ test robot, threaded under the patch they are about.
 Every body line is at most 78 columns (the report blocks come from ``ci.reports.mail``);
 tables are cut at ``max_table_rows`` with a pointer to the dashboard. Nothing is quoted
 (no top-posting, no quote to trim).
-Recipients are the original's From (To:) and its To + Cc (Cc:), minus the bot.
+Recipients are the original's From (To:) and its To + Cc (Cc:), minus the bot, capped: the
+watched lists it was sent to plus at most ``max_cc`` (default 20) other addresses, in the
+order the original named them. A hostile mail with 5,000 Cc gets a reply to its author, the
+list and 20 others. Names and subjects are taken without control characters (NUL, CR, LF,
+ESC), and addresses are written as structured headers, so nothing a sender writes can add
+a header or a recipient.
 
 The Message-ID is derived from the decision (series version, finding set) and the mail
 replied to, and the message bytes are fixed when the decision is recorded, so a resend
@@ -16,6 +21,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
@@ -93,7 +99,7 @@ def field_lines(name: str, value: str) -> list[str]:
 
 
 def greeting(m: BotMessage) -> str:
-    name = m.from_name.strip().strip('"')
+    name = _clean(m.from_name).strip('"')
     if "," in name:                           # "Lu, Aaron"
         name = name.split(",", 1)[1].strip()
     first = name.split()[0] if name.split() else ""
@@ -232,15 +238,29 @@ def not_applied_body(original: BotMessage, failed_position: int, total: int, err
     return "\n".join(fit(out)) + "\n"
 
 
+def positions(nums: list[int], total: int) -> str:
+    """``2/3, 3/3``; a long list (a cover letter claiming hundreds of patches) as runs: ``2/900-900/900``."""
+    if len(nums) <= 8:
+        return ", ".join(f"{n}/{total}" for n in nums)
+    runs: list[list[int]] = []
+    for n in nums:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = [f"{a}/{total}" if a == b else f"{a}/{total}-{b}/{total}" for a, b in runs]
+    return ", ".join(text[:8]) + (f" and {len(text) - 8} more runs" if len(text) > 8 else "")
+
+
 def incomplete_body(original: BotMessage, version: int, total: int, have: list[int], missing: list[int],
                     waited: str, policy: Policy) -> str:
     out = [greeting(original), ""]
     out += para(f"sizewatch received {len(have)} of the {total} patches of this series (v{version}) but not "
-                f"{', '.join(f'{m}/{total}' for m in missing)} within {waited} of the first, so it did not "
+                f"{positions(missing, total)} within {waited} of the first, so it did not "
                 f"test the series.")
     out.append("")
-    out += field_lines("received", ", ".join(f"{h}/{total}" for h in have) or "no patches (cover letter only)")
-    out += field_lines("missing", ", ".join(f"{m}/{total}" for m in missing))
+    out += field_lines("received", positions(have, total) or "no patches (cover letter only)")
+    out += field_lines("missing", positions(missing, total))
     out.append("")
     out += para("If the missing patches were posted, they did not reach the list archive sizewatch reads. A "
                 "complete new version of the series is tested as usual. This is the only mail about this "
@@ -257,19 +277,59 @@ def _addr(entry: str) -> str:
     return got[0][1].lower() if got and got[0][1] else entry.strip().lower()
 
 
-def recipients(original: BotMessage, own: str) -> tuple[list[str], list[str]]:
-    """Reply-all: (To = the original's From, Cc = its To + Cc), without the bot and without repeats."""
+def _clean(text: str) -> str:
+    from ci.bot.mailbox import clean_text
+    return clean_text(text)
+
+
+def _address(name: str, addr: str) -> Address | None:
+    """A structured address (its display name quoted as needed); None when the address is unusable."""
+    name = _clean(name).strip('"')
+    addr = _clean(addr)
+    if not addr or "@" not in addr or " " in addr or len(addr) > 254:
+        return None
+    try:
+        return Address(display_name=name, addr_spec=addr)
+    except (ValueError, TypeError, IndexError):
+        try:
+            return Address(addr_spec=addr)
+        except (ValueError, TypeError, IndexError):
+            return None
+
+
+def _parsed(entry: str) -> Address | None:
+    got = getaddresses([entry])
+    if len(got) != 1 or not got[0][1]:
+        return None
+    return _address(*got[0])
+
+
+def recipients(original: BotMessage, own: str, lists: tuple[str, ...] = (),
+               max_cc: int = 20) -> tuple[list[Address], list[Address]]:
+    """Reply-all: (To = the original's From, Cc = its To + Cc), without the bot and without repeats;
+    the Cc holds every watched list it was sent to and at most ``max_cc`` other addresses."""
     seen = {own.lower()}
-    to: list[str] = []
-    if original.from_addr and original.from_addr.lower() not in seen:
-        to.append(original.from_header)
-        seen.add(original.from_addr.lower())
-    cc: list[str] = []
+    to: list[Address] = []
+    author = _address(original.from_name, original.from_addr) if original.from_addr else None
+    if author is not None and author.addr_spec.lower() not in seen:
+        to.append(author)
+        seen.add(author.addr_spec.lower())
+    watched = {x.lower() for x in lists}
+    cc: list[Address] = []
+    others = 0
     for entry in original.to + original.cc:
-        a = _addr(entry)
-        if a and a not in seen:
-            cc.append(entry)
-            seen.add(a)
+        quick = entry.rpartition("<")[2].rstrip(">").strip().lower()     # as ci.bot.mailbox wrote it
+        if quick in seen or (others >= max_cc and quick not in watched):
+            continue                           # past the cap: not even parsed
+        a = _parsed(entry)
+        if a is None or a.addr_spec.lower() in seen:
+            continue
+        if a.addr_spec.lower() not in watched:
+            if others >= max_cc:
+                continue
+            others += 1
+        cc.append(a)
+        seen.add(a.addr_spec.lower())
     return to, cc
 
 
@@ -282,23 +342,25 @@ def stable_message_id(series_key: str, finding_set: str, original_id: str, addre
 def compose(original: BotMessage, body: str, policy: Policy, message_id: str, when: datetime,
             series_key: str, position: int | None = None) -> Outgoing:
     """The reply as bytes (LF line ends; the SMTP transport converts to CRLF)."""
-    to, cc = recipients(original, policy.address)
+    to, cc = recipients(original, policy.address, policy.watch.lists, policy.max_cc)
     msg = EmailMessage(policy=POLICY)
     msg["From"] = f"{policy.name} <{policy.address}>"
     if to:
-        msg["To"] = ", ".join(to)
+        msg["To"] = to
     if cc:
-        msg["Cc"] = ", ".join(cc)
-    subject = original.subject if re.match(r"(?i)^re:", original.subject) else f"Re: {original.subject}"
+        msg["Cc"] = cc
+    clean = _clean(original.subject)
+    subject = clean if re.match(r"(?i)^re:", clean) else f"Re: {clean}"
     msg["Subject"] = subject
     msg["Date"] = format_datetime(when)
     msg["Message-ID"] = message_id
-    msg["In-Reply-To"] = original.message_id
+    msg["In-Reply-To"] = _clean(original.message_id)
     refs = list(original.references) or ([original.in_reply_to] if original.in_reply_to else [])
-    msg["References"] = " ".join(dict.fromkeys([*refs, original.message_id]))
+    msg["References"] = " ".join(dict.fromkeys(_clean(r) for r in [*refs[-20:], original.message_id]))
     msg["Auto-Submitted"] = "auto-generated"
     msg["X-Mailer"] = "sizewatch bot"
-    msg["X-Sizewatch-Series"] = series_key
+    msg["X-Sizewatch-Series"] = _clean(series_key)
+    body = re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "", body)     # no NUL, CR, ESC from a subject or a log
     msg.set_content(body, charset="utf-8", cte="8bit" if not body.isascii() else "7bit")
-    envelope = list(dict.fromkeys(_addr(a) for a in to + cc))
+    envelope = list(dict.fromkeys(a.addr_spec.lower() for a in to + cc))
     return Outgoing(message_id, original.message_id, subject, envelope, msg.as_bytes(), position)

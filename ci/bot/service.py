@@ -27,6 +27,7 @@ import mailbox
 import os
 import signal
 import sys
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -38,7 +39,8 @@ from ci import pipeline
 from ci.pipeline import builder
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
-from ci.bot.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
+from ci.bot.mailbox import (Unreadable, am_ready, check_maildir, check_mbox, content_key, malformed_id, parse_mail,
+                            quarantine, read_maildir, read_mbox)
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.bot.policy import Policy
@@ -75,7 +77,7 @@ class Source:
         """One-line error now when the maildir / mbox is not there."""
         (check_maildir if self.kind == "maildir" else check_mbox)(self.path)
 
-    def read(self, known: set[str]) -> Iterator[tuple[str, bytes]]:
+    def read(self, known: set[str]) -> Iterator[tuple[str, bytes | Unreadable]]:
         return read_maildir(self.path, known) if self.kind == "maildir" else read_mbox(self.path, known)
 
 
@@ -94,7 +96,7 @@ class PollResult:
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()) if n)
         states: dict[str, int] = {}
         for v in self.series.values():
             states[v] = states.get(v, 0) + 1
@@ -172,18 +174,63 @@ class Bot:
         label, stamp = source.label, _iso(now)
         known = self.store.bot.known_keys(label)
         parsed: dict[str, BotMessage] = {}
+        copies: list[BotMessage] = []                  # the same message again: recorded, so never read again
         for key, raw in source.read(known):
             res.read += 1
-            m = parse_mail(raw, label, key, stamp, (self.policy.address,))
-            res.kinds[m.kind] = res.kinds.get(m.kind, 0) + 1
+            if isinstance(raw, Unreadable):
+                m = quarantine(BotMessage(malformed_id(f"{label}\0{key}".encode()), "other", source=label,
+                                          source_key=key, received_at=stamp), raw.reason, raw.head)
+            else:
+                try:
+                    m = parse_mail(raw, label, key, stamp, (self.policy.address,))
+                except Exception as e:         # noqa: BLE001 - a parser bug must not stop the list
+                    m = quarantine(BotMessage(malformed_id(raw), "other", source=label, source_key=key,
+                                              received_at=stamp), f"cannot parse: {type(e).__name__}: {e}"[:300], raw)
+            if m.message_id in parsed:
+                m = self._duplicate(parsed[m.message_id], m)
+                if m.message_id in parsed:
+                    copies.append(_copy(m))
+                    res.kinds["copy"] = res.kinds.get("copy", 0) + 1
+                    continue
             if m.kind == "malformed":
                 self.log(f"bot: skipping a malformed message ({m.note}) in {source.path}")
-            parsed.setdefault(m.message_id, m)
-        seen = self.store.bot.known_ids(parsed)
-        new = [m for mid, m in parsed.items() if mid not in seen]
-        if not self.dry and new:
-            self.store.bot.record_messages(new)
+            elif m.kind == "quarantined":
+                self.log(f"bot: quarantined {m.message_id} ({m.note}) from {source.path}")
+            res.kinds[m.kind] = res.kinds.get(m.kind, 0) + 1
+            parsed[m.message_id] = m
+        seen = {mid: old for mid, old in
+                ((o.message_id, o) for o in self.store.bot.messages(self.store.bot.known_ids(parsed)))}
+        new = []
+        for mid, m in parsed.items():
+            if mid in seen:
+                dup = self._duplicate(seen[mid], m)
+                if dup is m or self.store.bot.known_ids([dup.message_id]):   # a copy of one already read
+                    copies.append(_copy(m))
+                    res.kinds[m.kind] -= 1
+                    res.kinds["copy"] = res.kinds.get("copy", 0) + 1
+                    continue
+                self.log(f"bot: quarantined {dup.message_id} ({dup.note}) from {source.path}")
+                res.kinds[m.kind] -= 1
+                res.kinds["quarantined"] = res.kinds.get("quarantined", 0) + 1
+                m = dup
+            new.append(m)
+        if not self.dry and (new or copies):
+            self.store.bot.record_messages(new + copies)
         return new
+
+    @staticmethod
+    def _duplicate(first: BotMessage, again: BotMessage) -> BotMessage:
+        """A second message under a Message-ID already read. The same patch twice (two copies,
+        a resend) is ``again`` itself and is dropped; different content is kept apart, quarantined
+        under an id of its own, so a second patch is never silently lost."""
+        if content_key(first) == content_key(again):
+            return again
+        raw = again.raw or b""
+        dup = BotMessage(malformed_id(repr((again.message_id, content_key(again))).encode()), "other",
+                         again.subject, again.from_name, again.from_addr, source=again.source,
+                         source_key=again.source_key, received_at=again.received_at)
+        return quarantine(dup, f"duplicate Message-ID {again.message_id[:200]} with different content "
+                               f"(the first, {first.kind}, is kept)", raw)
 
     # --- 3 and 4 ----------------------------------------------------------------------------------
     def poll(self, source: Source, now: datetime | None = None) -> PollResult:
@@ -219,13 +266,27 @@ class Bot:
                 continue
             try:
                 self.handle(s, now, res)
-            except (BuildError, InputError) as e:
-                res.errors.append(f"{s.subject}: {e}")
-                res.series[s.key] = "error"
+            except (BuildError, OSError) as e:     # the machine, not the patch: tried again next poll
+                why = str(e) if isinstance(e, BuildError) else f"{e.strerror or e} ({getattr(e, 'filename', '')})"
+                res.errors.append(f"{s.subject[:70]}: infrastructure failure, retried next poll: {why}")
+                res.series[s.key] = "infra_failure"
+                self.log(f"bot: {s.key}: infrastructure failure (nothing mailed, retried next poll): {why}")
                 if not self.dry:
-                    self.store.bot.save_series(s.to_bot_series("error", str(e)), s.message_ids)
+                    self.store.bot.save_series(s.to_bot_series("infra_failure", why), s.message_ids)
+            except InputError as e:                # the series itself cannot be used: set aside once
+                self._quarantine_series(s, str(e), res)
+            except Exception as e:                 # noqa: BLE001 - a bug on one series must not stop the list
+                self.log("".join(traceback.format_exception(e)).rstrip())
+                self._quarantine_series(s, f"internal error: {type(e).__name__}: {e}", res)
         self.flush(res)
         return res
+
+    def _quarantine_series(self, s: PostedSeries, why: str, res: PollResult) -> None:
+        why = " ".join(why.split())[:500]
+        res.errors.append(f"{s.subject[:70]}: quarantined: {why}")
+        res.series[s.key] = "quarantined"
+        self.log(f"bot: {s.key}: quarantined (nothing mailed): {why}")
+        self._save(s, "quarantined", why)
 
     def _save(self, s: PostedSeries, state: str, note: str = "") -> None:
         if not self.dry:
@@ -388,6 +449,16 @@ class Bot:
                 continue
             write_check(self.checks_dir, patch_check(p, m.message_id, items, list(self.policy.toolchains),
                                                      self.policy.dashboard_url, series_url, blocked))
+
+
+def _copy(m: BotMessage) -> BotMessage:
+    """A second copy of a message already read (two deliveries, a resend): a row of its own, without
+    the bytes, so its maildir key / mbox hash is known and it is not read on every poll."""
+    import hashlib
+    h = hashlib.sha256(f"{m.source}\0{m.source_key}".encode()).hexdigest()[:24]
+    return BotMessage(f"<copy-{h}@sizewatch.invalid>", "copy", m.subject, m.from_name, m.from_addr,
+                      note=f"a copy of {m.message_id[:200]}", source=m.source, source_key=m.source_key,
+                      received_at=m.received_at)
 
 
 def _human(d: timedelta) -> str:

@@ -1,0 +1,29 @@
+"""``sizewatch db``: the store itself. ``check`` runs sqlite's integrity and foreign-key checks and
+sizewatch's own (migrations known, JSON and compressed columns readable, rows pointing at rows
+that exist) read-only: one line, exit 0 when sound, exit 1 naming what is damaged."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cli.common import db_option, one_line_errors
+
+
+@click.group("db")
+def db_cmd() -> None:
+    """The store: check it."""
+
+
+@db_cmd.command("check")
+@db_option
+def check_cmd(db: str | None) -> None:
+    """Check the store (read-only): integrity, migrations, every stored column readable."""
+    from db.check import check_store
+    from db.errors import StoreError
+    from db.store import default_path
+    with one_line_errors():
+        res = check_store(Path(db) if db else default_path())
+        if not res.ok:
+            raise StoreError(res.line())
+        click.echo(f"sizewatch: {res.line()}")

@@ -1,0 +1,197 @@
+"""``sizewatch db check``: is this store sound? sqlite's own integrity and foreign-key checks, the
+migrations it carries against the ones this sizewatch knows, and sizewatch's own consistency:
+every JSON column parses, every compressed column decompresses, text is UTF-8, and rows point
+at rows that exist.
+
+Read-only (``mode=ro``, no migration applied): a check never changes what it checks. Readers
+already show a damaged row as unreadable (``db.sqlite.loads``/``decompress``); this says where
+all of them are, so the operator can restore the store or rebuild what is lost.
+"""
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from db import migrate
+from db.errors import StoreError
+
+# columns holding JSON, and zlib-compressed columns (table, column)
+JSON_COLUMNS = (("builds", "errors"), ("objects", "sections"), ("functions", "facts"), ("findings", "data"),
+                ("comparisons", "counts"), ("bot_messages", "recipients"), ("bot_messages", "refs"),
+                ("bot_messages", "tags"), ("bot_decisions", "findings"), ("bot_mails", "recipients"))
+ZLIB_COLUMNS = (("builds", "log_z"), ("objects", "facts_z"), ("series", "cover_z"),
+                ("comparison_tables", "tables_z"), ("bot_messages", "raw_z"), ("bot_mails", "raw_z"))
+TEXT_COLUMNS = (("commits", "subject"), ("commits", "author"), ("series", "subject"), ("series", "author"),
+                ("series", "error"), ("findings", "message"), ("bot_messages", "subject"), ("bot_series", "subject"))
+# (what, query counting rows that point nowhere)
+REFERENCES = (
+    ("comparisons without their build", "SELECT count(*) FROM comparisons c WHERE NOT EXISTS "
+     "(SELECT 1 FROM builds b WHERE b.id = c.build_id) OR NOT EXISTS "
+     "(SELECT 1 FROM builds b WHERE b.id = c.base_build_id)"),
+    ("builds without their commit", "SELECT count(*) FROM builds b WHERE NOT EXISTS "
+     "(SELECT 1 FROM commits c WHERE c.id = b.commit_id)"),
+    ("bot messages tied to a missing series", "SELECT count(*) FROM bot_messages m WHERE m.series_key IS NOT NULL "
+     "AND NOT EXISTS (SELECT 1 FROM bot_series s WHERE s.key = m.series_key)"),
+    ("bot mails without their decision", "SELECT count(*) FROM bot_mails m WHERE NOT EXISTS "
+     "(SELECT 1 FROM bot_decisions d WHERE d.id = m.decision_id)"),
+)
+
+
+@dataclass
+class CheckResult:
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        if self.problems:
+            return f"{self.path}: damaged: " + "; ".join(self.problems)
+        return f"{self.path}: ok: " + ", ".join(self.facts)
+
+
+_KEYS: dict[str, str] = {}
+
+
+def _columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """Columns per table; and how to name a row of each (rowid, or the key of a WITHOUT ROWID table)."""
+    out: dict[str, set[str]] = {}
+    for t, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall():
+        info = conn.execute(f'PRAGMA table_info("{t}")').fetchall()
+        out[t] = {r[1] for r in info}
+        pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
+        _KEYS[t] = ("rowid" if "without rowid" not in (sql or "").lower() or not pk
+                    else " || ',' || ".join(f'"{c}"' for c in pk))
+    return out
+
+
+def _key(table: str) -> str:
+    return _KEYS.get(table, "rowid")
+
+
+def _first_ids(ids: list) -> str:
+    return ", ".join(map(str, ids[:5])) + (", ..." if len(ids) > 5 else "")
+
+
+def check_store(path: Path) -> CheckResult:
+    """Every check, read-only; StoreError only when the file cannot be opened as a store at all."""
+    from db.store import check_store_file
+    path = Path(path)
+    check_store_file(path, must_exist=True)
+    res = CheckResult(path)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: cannot open: {e}") from None
+    try:
+        _integrity(conn, res)
+        _migrations(conn, res)
+        cols = _columns(conn)
+        _json(conn, cols, res)
+        _zlib(conn, cols, res)
+        _text(conn, cols, res)
+        _references(conn, cols, res)
+        if "builds" in cols:
+            n = conn.execute("SELECT count(*) FROM builds").fetchone()[0]
+            res.facts.append(f"{n} builds")
+        if "bot_messages" in cols:
+            n = conn.execute("SELECT count(*) FROM bot_messages").fetchone()[0]
+            res.facts.append(f"{n} bot messages")
+        res.facts.append("every JSON, compressed and text column readable")
+    except sqlite3.DatabaseError as e:            # damage deep enough that a query fails
+        res.problems.append(f"a query failed: {e}")
+    finally:
+        conn.close()
+    return res
+
+
+def _integrity(conn: sqlite3.Connection, res: CheckResult) -> None:
+    rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
+    if rows != ["ok"]:
+        res.problems.append(f"integrity_check: {rows[0]}" + (f" (+{len(rows) - 1} more)" if len(rows) > 1 else ""))
+    else:
+        res.facts.append("integrity_check ok")
+    fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if fk:
+        tables = sorted({r[0] for r in fk})
+        res.problems.append(f"{len(fk)} rows whose foreign key points nowhere (in {', '.join(tables)})")
+
+
+def _migrations(conn: sqlite3.Connection, res: CheckResult) -> None:
+    try:
+        todo = migrate.pending(conn)
+    except StoreError as e:
+        res.problems.append(str(e))
+        return
+    have = migrate.applied(conn)
+    top = max(have) if have else 0
+    res.facts.append(f"schema {top:04d}")
+    if todo:
+        res.facts.append(f"migration{'s' if len(todo) > 1 else ''} {', '.join(f'{m.version:04d}' for m in todo)} "
+                         "pending (applied by the next command that writes)")
+
+
+def _json(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
+    for table, col in JSON_COLUMNS:
+        if col not in cols.get(table, ()):
+            continue
+        bad = [r for (r,) in conn.execute(f'SELECT {_key(table)} FROM "{table}" WHERE "{col}" IS NOT NULL AND '
+                                          f'NOT json_valid("{col}")')]
+        if bad:
+            res.problems.append(f"{len(bad)} rows of {table}.{col} not JSON (row {_first_ids(bad)})")
+
+
+def _zlib(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
+    for table, col in ZLIB_COLUMNS:
+        if col not in cols.get(table, ()):
+            continue
+        bad = []
+        for rowid, blob in conn.execute(f'SELECT {_key(table)}, "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL'):
+            d = zlib.decompressobj()
+            try:
+                for i in range(0, len(blob), 1 << 20):       # in pieces: a huge log need not be held twice
+                    d.decompress(blob[i:i + (1 << 20)], 1 << 20)
+                    while d.unconsumed_tail:
+                        d.decompress(d.unconsumed_tail, 1 << 20)
+                d.flush()
+                if not d.eof:
+                    raise zlib.error("truncated")
+            except (zlib.error, TypeError):
+                bad.append(rowid)
+        if bad:
+            res.problems.append(f"{len(bad)} rows of {table}.{col} not readable zlib data (row {_first_ids(bad)})")
+
+
+def _text(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
+    for table, col in TEXT_COLUMNS:
+        if col not in cols.get(table, ()):
+            continue
+        bad = []
+        conn.text_factory = bytes
+        try:
+            q = f'SELECT {_key(table)}, "{col}" FROM "{table}" WHERE typeof("{col}") = \'text\''
+            for rowid, raw in conn.execute(q):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad.append(rowid)
+        finally:
+            conn.text_factory = str
+        if bad:
+            res.problems.append(f"{len(bad)} rows of {table}.{col} not UTF-8 text (row {_first_ids(bad)})")
+
+
+def _references(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
+    for what, q in REFERENCES:
+        tables = {w for w in ("comparisons", "builds", "commits", "bot_messages", "bot_series", "bot_mails",
+                              "bot_decisions") if f" {w} " in f" {q} "}
+        if not all(t in cols for t in tables):
+            continue
+        n = conn.execute(q).fetchone()[0]
+        if n:
+            res.problems.append(f"{n} {what}")

@@ -1,0 +1,223 @@
+"""The dashboard against hostile requests and a damaged store (Flask's test client, plus one real
+server): every malformed parameter, huge or non-hex id, traversal and bad body is a 400/404 with
+one line, never a 500; every answer carries the security headers; a cross-origin POST is refused;
+a damaged row shows as unreadable on its page instead of a 500.
+
+The store holds two real builds of a small C file (gcc-12), their comparison and a series, written
+through the store's own API, then damaged with sqlite the way a disk or an old tool would.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ci.pipeline.objects import object_record
+from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, FunctionRow, Series, SeriesPatch
+from db.store import open_store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TOKEN = "hostile-web-token"
+BASE, HEAD = "a" * 40, "b" * 40
+
+
+def _record(sha: str, parent: str | None, obj: Path, status: str = "ok") -> BuildRecord:
+    o = object_record(obj, "x.o")
+    o.functions = [FunctionRow("split_me", 10, "plain", True, 0, 0, 0, {"name": "split_me"})]
+    return BuildRecord("t", Commit(sha, parent, f"subject {sha[:4]}", "A <a@b>", "2024-01-01"), "gcc-12",
+                       "gcc-12 (Debian) 12.2", ConfigInfo("defconfig-x", config_hash="h", config_text="CONFIG_X=y\n"),
+                       "x.o", status, objects=[o], log="make: built\n", errors=["x.c:1: error: boom"] if status != "ok"
+                       else [], analysis_version=1)
+
+
+@pytest.fixture(scope="module")
+def store_path(compile_c, tmp_path_factory) -> Path:
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="web-hostile-a.o")
+    b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="web-hostile-b.o")
+    db = tmp_path_factory.mktemp("webhostile") / "store.db"
+    s = open_store(db)
+    b1 = s.record_build(_record(BASE, None, a))
+    b2 = s.record_build(_record(HEAD, BASE, b))
+    from ci.reports.model import compute_tables
+    from db import bloat_tables
+    s.record_comparison(b2, b1, [FindingRow("newly_out_of_line", "split_me", "warning", "split_me: out")],
+                        bloat_tables.to_stored(compute_tables(s, b1, b2)))
+    s.record_series(Series("t", "<cover@x>", "[PATCH 0/1] s", base_sha=BASE,
+                           patches=[SeriesPatch(1, "p1", commit_sha=HEAD)]))
+    return db
+
+
+def _client(db: Path, token: str | None = TOKEN, jobs: Path | None = None):
+    from web.app import create_app
+    from web.settings import WebSettings
+    return create_app(WebSettings(db, token=token, jobs_dir=jobs or db.with_name("jobs"))).test_client()
+
+
+@pytest.fixture(scope="module")
+def client(store_path):
+    return _client(store_path)
+
+
+HOSTILE_GETS = {
+    # ids past sqlite's INTEGER, negative, huge, not hex
+    "/series/9223372036854775808": 400, "/series/99999999999999999999999": 400, "/series/-1": 404,
+    "/api/series/18446744073709551616": 400, "/build/9223372036854775808/log": 400, "/jobs/9223372036854775808": 400,
+    "/api/jobs/18446744073709551616": 400, "/series/9223372036854775807": 404, "/api/series/0": 404,
+    "/commit/" + "a" * 5000: 400, "/commit/zzzz": 400, "/matrix/" + "f" * 41: 400, "/commit/%ff%fe": 400,
+    # traversal
+    "/commit/..%2f..%2fetc%2fpasswd": 404, "/static/vendor/..%2f..%2fapp.py": 404, "/static/vendor/%2e%2e": 404,
+    "/static/../web/app.py": 404, "/static/vendor/../../db/store.py": 404,
+    # names and query parameters
+    "/function/" + "x" * 10000: 400, "/function/a%00b": 400, "/?commits=-1": 400, "/?commits=1e9": 400,
+    "/?commits=99999999999999999999": 400, "/?commits=%00": 400, "/?tree=%00": 400, "/?tree=" + "a" * 5000: 400,
+    f"/matrix/{HEAD}?all=maybe": 400, "/series/1.txt?toolchains=%ff": 400, f"/commit/{HEAD}?target=%0a": 400,
+    "/function/split_me?changes=-5": 400, "/function/split_me?toolchain=$(id)": 400,
+}
+
+
+def test_hostile_requests_are_400_or_404_with_one_line(client):
+    for url, want in HOSTILE_GETS.items():
+        r = client.get(url)
+        assert r.status_code == want, (url[:80], r.status_code, r.get_data(as_text=True)[:300])
+        if url.startswith("/api/"):
+            msg = r.get_json()["error"]
+            assert "\n" not in msg and len(msg) < 300 and "Traceback" not in msg
+    # a one-line message in the API and the text answers
+    r = client.get("/api/series/99999999999999999999999")
+    assert r.get_json() == {"error": "99999999999999999999999 is not an id: expected a whole number up to "
+                                     "9223372036854775807", "status": 400}
+    assert client.get("/series/99999999999999999999999.txt").status_code in (400, 404)
+
+
+def test_security_headers_on_every_answer(client):
+    for url in ["/", "/api/", f"/commit/{HEAD}", f"/commit/{HEAD}.txt", "/static/sizewatch.css", "/series/1",
+                "/series/99999999999999999999", "/nothing-here", "/build/1/log"]:
+        r = client.get(url)
+        h = r.headers
+        assert h["X-Content-Type-Options"] == "nosniff", url
+        assert h["X-Frame-Options"] == "DENY" and h["Referrer-Policy"] == "same-origin", url
+        csp = h["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-eval" not in csp, url
+    r = client.post(f"/commit/{HEAD}/rerun")                       # errors carry them too
+    assert r.headers["X-Frame-Options"] == "DENY"
+
+
+def test_the_pages_own_scripts_are_allowed_by_the_policy(client):
+    """Every <script> of every page is an external file from this server ('self') or a JSON data
+    block, which the policy does not need to allow; no inline handler or inline script."""
+    import re
+    for url in ["/", f"/commit/{HEAD}", "/series/1", "/function/split_me", f"/matrix/{HEAD}", "/bot"]:
+        html = client.get(url).get_data(as_text=True)
+        for tag in re.findall(r"<script[^>]*>", html):
+            assert re.search(r'src="/static/', tag) or 'type="application/json"' in tag, (url, tag)
+        assert not re.search(r"<script>\s*\S", html) and not re.search(r"\son[a-z]+=", html), url
+        for src in re.findall(r'<script src="(/static/[^"]+)"', html):
+            if "/vendor/" not in src:
+                assert client.get(src).status_code == 200, src
+
+
+def test_a_cross_origin_post_is_refused_and_a_same_origin_one_is_not(store_path, tmp_path):
+    c = _client(store_path, jobs=tmp_path / "jobs")
+    evil = c.post(f"/commit/{HEAD}/rerun", data={"token": TOKEN}, headers={"Origin": "http://evil.example"})
+    assert evil.status_code == 403 and "another site" in evil.get_data(as_text=True)
+    null = c.post(f"/api/commit/{HEAD}/rerun", headers={"Origin": "null", "Authorization": f"Bearer {TOKEN}"})
+    assert null.status_code == 403 and "Origin: null" in null.get_json()["error"]
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())    # nothing started
+    # same origin (the dashboard's own form) with a wrong token: past the Origin check, stopped by the token
+    same = c.post(f"/commit/{HEAD}/rerun", data={"token": "wrong"}, headers={"Origin": "http://localhost"})
+    assert same.status_code == 403 and "valid token" in same.get_data(as_text=True)
+    bad_json = c.post(f"/api/commit/{HEAD}/rerun", data="{not json", content_type="application/json",
+                      headers={"Authorization": "Bearer wrong"})
+    assert bad_json.status_code == 403
+
+
+DAMAGE = {
+    "errors of build 2": "UPDATE builds SET errors = '[\"x.c:1: err' WHERE id = 2",
+    "log of build 2": "UPDATE builds SET log_z = x'00112233' WHERE id = 2",
+    "cover letter of series 1": "UPDATE series SET cover_z = x'789c0001'",
+    "text that is not UTF-8": "UPDATE commits SET subject = CAST(x'66ff6f' AS TEXT) WHERE id = 2",
+    "sections of object": "UPDATE objects SET sections = 'nope'",
+    "data of a newly_out_of_line finding": "UPDATE findings SET data = '{'",
+    "counts": "UPDATE comparisons SET counts = '{bad'",
+    "tables": "UPDATE comparison_tables SET tables_z = x'0102'",
+}
+PAGES = ["/", "/api/", f"/commit/{HEAD}", f"/api/commit/{HEAD}", f"/commit/{HEAD}.txt", f"/matrix/{HEAD}",
+         "/series/1", "/api/series/1", "/series/1.txt", "/function/split_me", "/build/2/log"]
+
+
+@pytest.mark.parametrize("what", list(DAMAGE))
+def test_a_damaged_row_is_shown_unreadable_not_a_500(store_path, tmp_path, what):
+    db = tmp_path / "damaged.db"
+    a, b = sqlite3.connect(store_path), sqlite3.connect(db)
+    a.backup(b)
+    b.execute(DAMAGE[what])
+    b.commit()
+    a.close()
+    b.close()
+    c = _client(db, token=None, jobs=tmp_path / "jobs")
+    marked = []
+    for url in PAGES:
+        r = c.get(url)
+        assert r.status_code == 200, (what, url, r.get_data(as_text=True)[:300])
+        body = r.get_data(as_text=True)
+        if r.headers.get("X-Sizewatch-Unreadable"):
+            marked.append(url)
+            if url.startswith("/api/"):
+                assert any(what in n for n in r.get_json()["unreadable"]), (url, r.get_json()["unreadable"])
+            elif not url.endswith((".txt", "/log")):
+                assert 'class="damaged"' in body and what in body, url
+    if what in ("counts", "tables"):         # recomputed from the stored findings and symbols: nothing lost
+        assert marked == [] or what == "tables"
+        healthy = _client(store_path, token=None)
+        for url in (f"/commit/{HEAD}.txt", "/api/"):
+            assert c.get(url).get_data() == healthy.get(url).get_data(), url
+    else:
+        assert marked, what
+    if what == "errors of build 2":
+        assert "[unreadable in the store: errors of build 2]" in c.get(f"/api/commit/{HEAD}").get_data(as_text=True)
+
+
+def test_a_real_server_answers_with_the_headers_and_400s(store_path, tmp_path):
+    """``sizewatch serve`` on 127.0.0.1: the same answers through waitress."""
+    import os
+    import socket
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+    from conftest import sizewatch_cmd
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", str(store_path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = urllib.request.urlopen(base + "/", timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr and proc.stderr.read()
+                time.sleep(0.2)
+        assert r.status == 200 and r.headers["X-Frame-Options"] == "DENY"
+        assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+        for url, want in (("/api/series/99999999999999999999", 400), ("/commit/..%2f..%2fetc%2fpasswd", 404)):
+            try:
+                urllib.request.urlopen(base + url, timeout=5)
+                raise AssertionError(url)
+            except urllib.error.HTTPError as e:
+                assert e.code == want and e.headers["X-Content-Type-Options"] == "nosniff"
+        req = urllib.request.Request(base + f"/commit/{HEAD}/rerun", data=b"token=x", method="POST",
+                                     headers={"Origin": "http://evil.example"})
+        try:
+            urllib.request.urlopen(req, timeout=5)
+            raise AssertionError("cross-origin POST accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 403
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
