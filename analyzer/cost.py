@@ -220,3 +220,73 @@ def summary_lines(path: LikelyPath, est: EstimateText | None = None, note: str |
     elif note:
         out.append(f"  estimated cycles: {note}")
     return out
+
+
+@dataclass(frozen=True)
+class CostThresholds:
+    """When a likely-path change is a finding (the issue's defaults)."""
+    new_call: bool = True           # any call on head's path that base's path did not have
+    lines: int = 1                  # this many more 64-byte lines
+    cycles_percent: float = 10.0    # estimated cycles grew by this much
+
+
+def _newly_out_of_line(target: str, base_facts, head_facts) -> tuple[bool, list[str]]:
+    """Did ``target`` become a call because it stopped being inlined? (and the compiler's reasons)"""
+    if head_facts is None:
+        return False, []
+    name = parse_clone(target).base
+    h = head_facts.functions.get(name)
+    if h is None or not h.out_of_line:
+        return False, []
+    b = base_facts.functions.get(name) if base_facts is not None else None
+    was_inlined = b is None or not b.out_of_line
+    return was_inlined, list(h.reasons)
+
+
+def cost_findings(changes: list[CostChange], thresholds: CostThresholds = CostThresholds(),
+                  base_facts=None, head_facts=None) -> list:
+    """Findings from base/head likely-path changes; ``*_facts`` (analyzer.inlines.ObjectFacts) join
+    the compiler's inline reasons to a call that appeared because its callee is no longer inlined."""
+    from analyzer.findings import Finding
+    from analyzer.kinds import Kind
+    out = []
+    for ch in changes:
+        b, h = ch.base, ch.head
+        if b is None or h is None:
+            continue
+        details = {"base_path": b.to_dict(), "head_path": h.to_dict()}
+        if thresholds.new_call and ch.new_calls:
+            parts, reasons = [], {}
+            for t in ch.new_calls:
+                ool, rs = _newly_out_of_line(t, base_facts, head_facts)
+                if ool:
+                    parts.append(f"{t} (no longer inlined" + (f"; compiler: {rs[0]}" if rs else "") + ")")
+                    reasons[t] = rs
+                else:
+                    parts.append(t)
+            out.append(Finding(Kind.LIKELY_PATH_CALL.value, ch.function,
+                               f"hot {ch.function}'s likely path now calls {', '.join(parts)} "
+                               f"({len(b.calls)} -> {len(h.calls)} calls, {b.insns} -> {h.insns} instructions)",
+                               details={**details, "new_calls": list(ch.new_calls), "callee_reasons": reasons}))
+        # in a .o the lines are section offsets: a path whose bytes did not change but moved because
+        # code before it changed size is placement, not this patch's doing on the path
+        moved_only = (b.insns, b.bytes, b.calls) == (h.insns, h.bytes, h.calls)
+        if thresholds.lines and h.lines - b.lines >= thresholds.lines and not moved_only:
+            out.append(Finding(Kind.LIKELY_PATH_LINES.value, ch.function,
+                               f"hot {ch.function}'s likely path touches {b.lines} -> {h.lines} 64-byte lines "
+                               f"({b.bytes} -> {h.bytes} bytes, {b.insns} -> {h.insns} instructions)",
+                               details=details))
+        if (thresholds.cycles_percent and b.cycles and h.cycles is not None and b.mcpu == h.mcpu
+                and (h.cycles - b.cycles) * 100.0 / b.cycles >= thresholds.cycles_percent):
+            pct = (h.cycles - b.cycles) * 100.0 / b.cycles
+            out.append(Finding(Kind.LIKELY_PATH_CYCLES.value, ch.function,
+                               f"hot {ch.function}'s likely path: estimated {b.cycles} -> {h.cycles} cycles "
+                               f"(+{pct:.0f} %, llvm-mca for {h.mcpu}; an estimate, not a measurement)",
+                               details={**details, "percent": round(pct, 1)}))
+    return out
+
+
+def from_dict(d: dict) -> FunctionCost:
+    return FunctionCost(d["function"], d["insns"], d["bytes"], d["branches"], tuple(d["calls"]), d["pushes"],
+                        d["frame"], d["memory"], d["lines"], d["end"], d.get("estimated_cycles"),
+                        d.get("block_rthroughput"), d.get("mcpu"))

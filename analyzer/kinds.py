@@ -44,6 +44,12 @@ class Kind(str, Enum):
     HOT_NOT_INLINED = ("hot_not_inlined", "warning", Scope.OBJECT, "a hot-path inline function is not inlined")
     BOUNDARY_CROSSING = ("boundary_crossing", "warning", Scope.CHANGE,
                          "a hot function grew across an alignment or cache-line boundary")
+    LIKELY_PATH_CALL = ("likely_path_call", "warning", Scope.CHANGE,
+                        "a new call on a hot function's likely path")
+    LIKELY_PATH_LINES = ("likely_path_lines", "notice", Scope.CHANGE,
+                         "a hot function's likely path touches more 64-byte lines")
+    LIKELY_PATH_CYCLES = ("likely_path_cycles", "notice", Scope.CHANGE,
+                          "a hot function's likely path costs more estimated cycles (llvm-mca)")
     GROWTH = ("growth", "warning", Scope.SERIES, "the target grew past the configured threshold")
     PUSHED_OUT_OF_LINE = ("pushed_out_of_line", "warning", Scope.CHANGE,
                           "an unchanged function left inline because another one became inlined")

@@ -15,6 +15,8 @@ from toolchains.mca import McaError, estimate, mca_source
 
 KERNEL_FLAGS = ("-fno-pic", "-fcf-protection=none", "-fno-stack-protector", "-mno-red-zone")
 FIXTURE_FUNCS = ("lp_expect", "lp_two_sides", "lp_cold_call", "lp_tail")
+STOCK, P1, P2 = ("624c6bb3bc79aa6ce98943c44440da1d9528d236", "ad5feeb534adbb920c3aa0bdcdfab29484eb9013",
+                 "8a214ad3f7917c48143853b42fe22fe305209d18")   # the example series (stock, patch 1, patch 2)
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +114,44 @@ def test_sizediff_cost_example_series(example_series):
     assert "Likely-path" not in plain.stdout and t.stdout.startswith(plain.stdout)
 
 
+
+
+def _fc(name, calls=("f",), insns=10, nbytes=40, lines=1, cycles=100):
+    return FunctionCost(name, insns, nbytes, 1, tuple(calls), 1, 0, 2, lines, "ret", cycles, 10.0, "skylake-avx512")
+
+
+def test_cost_findings_thresholds():
+    from analyzer.cost import CostThresholds, cost_findings
+    base = [_fc("a"), _fc("b"), _fc("c"), _fc("d")]
+    head = [_fc("a", calls=("f", "g")), _fc("b", nbytes=80, lines=2), _fc("c", cycles=109), _fc("d", lines=2)]
+    got = {(f.kind, f.function) for f in cost_findings(compare_costs(base, head))}
+    # d moved across a line without any change to its path: placement, not a finding
+    assert got == {("likely_path_call", "a"), ("likely_path_lines", "b")}
+    head[2] = _fc("c", cycles=110)
+    got = {(f.kind, f.function) for f in cost_findings(compare_costs(base, head))}
+    assert ("likely_path_cycles", "c") in got
+    quiet = CostThresholds(new_call=False, lines=2, cycles_percent=0)
+    assert cost_findings(compare_costs(base, head), quiet) == []
+
+
+@pytest.mark.kernel
+def test_pipeline_stores_paths_and_findings(example_store):
+    """The example series run: every build has its hot functions' likely paths; patch 1 under gcc-12
+    (__rmqueue* back to plain static inline, built out of line) puts a call to __rmqueue_smallest on
+    rmqueue_bulk's likely path, with gcc's reason for not inlining it."""
+    from db.store import open_store
+    db, _ = example_store
+    store = open_store(db)
+    builds = [b for c in (STOCK, P1, P2) for b in store.builds_for_commit(c)]
+    assert len(builds) == 6
+    for b in builds:
+        paths = store.likely_paths_for(b.id)["mm/page_alloc.o"]
+        names = {p.function for p in paths}
+        assert "get_page_from_freelist" in names and all(p.insns > 0 for p in paths)
+        assert all(p.cycles and p.mcpu == "skylake-avx512" for p in paths)
+    p1 = next(b for b in store.builds_for_commit(P1) if b.toolchain == "gcc-12")
+    base = next(b for b in store.builds_for_commit(STOCK) if b.toolchain == "gcc-12")
+    found = [f for f in store.findings_for(p1.id, base.id) if f.kind == "likely_path_call"]
+    rb = next(f for f in found if f.function == "rmqueue_bulk")
+    assert "__rmqueue_smallest (no longer inlined; compiler: " in rb.message
+    assert rb.data["details"]["callee_reasons"]["__rmqueue_smallest"]
