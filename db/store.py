@@ -123,6 +123,10 @@ class Store(ABC):
         """Per object path, the likely paths of its hot functions (migration 0011)."""
 
     @abstractmethod
+    def likely_path_points(self, name: str, build_ids: list[int]) -> dict[int, tuple[int, int | None]]:
+        """{build id: (likely-path instructions, estimated cycles)} of one function in those builds."""
+
+    @abstractmethod
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
         """Every nm-listed symbol of the build's objects, as bloat-o-meter would read them."""
 
@@ -509,6 +513,14 @@ class SqliteStore(Store):
             out.setdefault(path, []).append(FunctionCost(name, ins, by, br, tuple(json.loads(calls)), pu, fr, me,
                                                          li, end, cy, rt, mc))
         return out
+
+    @_retry_busy
+    def likely_path_points(self, name: str, build_ids: list[int]) -> dict[int, tuple[int, int | None]]:
+        rows = self._conn().execute(
+            "SELECT o.build_id, l.insns, l.cycles FROM names n JOIN likely_paths l ON l.name_id = n.id "
+            "JOIN objects o ON o.id = l.object_id WHERE n.name = ? AND o.build_id IN (SELECT value FROM json_each(?))",
+            (name, json.dumps(build_ids)))
+        return {b: (i, c) for b, i, c in rows}
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:

@@ -155,3 +155,32 @@ def test_pipeline_stores_paths_and_findings(example_store):
     rb = next(f for f in found if f.function == "rmqueue_bulk")
     assert "__rmqueue_smallest (no longer inlined; compiler: " in rb.message
     assert rb.data["details"]["callee_reasons"]["__rmqueue_smallest"]
+
+
+@pytest.mark.kernel
+def test_commit_page_shows_likely_path_table(example_store, tmp_path):
+    """The patch page (HTML and /api/) carries the per-function table, equal to the stored paths."""
+    import sqlite3
+    from db.store import open_store
+    from web.app import create_app
+    from web.settings import WebSettings
+    db = tmp_path / "store.db"
+    with sqlite3.connect(example_store[0]) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+    client = create_app(WebSettings(db, token=None, jobs_dir=tmp_path / "jobs")).test_client()
+    d = client.get(f"/api/commit/{P1}").get_json()
+    t = next(t for t in d["toolchains"] if t["toolchain"] == "gcc-12")
+    rows = {r["function"]: r for r in t["likely_paths"]}
+    stored = {c.function: c for c in open_store(db).likely_paths_for(t["build_id"])["mm/page_alloc.o"]}
+    assert rows["rmqueue_bulk"]["insns"]["new"] == stored["rmqueue_bulk"].insns
+    assert "__rmqueue_smallest" in rows["rmqueue_bulk"]["new_calls"]
+    assert rows["__rmqueue_smallest"]["insns"]["old"] is None        # out of line only from patch 1 on
+    html = client.get(f"/commit/{P1}").get_data(as_text=True)
+    assert "Likely-path cost of hot functions" in html and "not a measurement" in html
+    # the function page plots the likely path's instructions and estimated cycles across commits
+    f = client.get("/api/function/rmqueue_bulk?toolchain=gcc-12").get_json()
+    (line,) = f["cost_chart"]["lines"]
+    assert [v for v in line["insns"] if v is not None] == [131, 66, 131]     # stock, patch 1, patch 2
+    assert all(c for c in line["cycles"] if c is not None)
+    page = client.get("/function/rmqueue_bulk").get_data(as_text=True)
+    assert 'id="cost-chart"' in page and client.get("/static/cost_chart.js").status_code == 200

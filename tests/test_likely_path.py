@@ -177,3 +177,24 @@ def test_example_series_rmqueue_inlined(example_series):
     gp = {b: likely_path(str(b.object_path), "get_page_from_freelist") for b in (p1, p2)}
     assert not {"__rmqueue_smallest", "__rmqueue_fallback"} & {c.target for c in gp[p2].calls}
 
+
+
+@pytest.mark.parametrize("cc", ["gcc-12", "clang-19"])
+def test_linked_file(compile_c, tmp_path, cc):
+    """In a linked file the path has link addresses, the lines are real 64-byte lines, and calls are
+    named from the resolved immediates (no relocations left)."""
+    obj = compile_c(cc, FIXTURES / "likely_path.c", *KERNEL_FLAGS, name=f"likely-{cc}.o")
+    stubs = tmp_path / "stubs.c"
+    stubs.write_text("void slow_report(int v) {}\nint fast_step(int v) { return v; }\n"
+                     "int other_step(int v) { return -v; }\nvoid side_effect(long *p) {}\n")
+    exe = tmp_path / f"linked-{cc}"
+    subprocess.run([cc, "-O2", "-nostdlib", "-static", "-Wl,-e,lp_expect", "-o", str(exe), str(obj), str(stubs)],
+                   check=True)
+    dump = Objdump(exe)
+    for f in ("lp_expect", "lp_two_sides", "lp_tail"):
+        p = likely_path(str(exe), f)
+        assert p.linked and p.start == dump.funcs[f][1]
+        check_against_objdump(exe, p, dump)
+        assert p.lines == sorted({a // 64 * 64 for i in p.instructions for a in range(i.address, i.address + i.size)})
+    assert [c.target for c in likely_path(str(exe), "lp_expect").calls] == ["fast_step"]
+    assert [(c.target, c.kind) for c in likely_path(str(exe), "lp_tail").calls] == [("fast_step", "tail")]
