@@ -12,6 +12,7 @@ from pathlib import Path
 
 from analyzer import findings as _findings
 from analyzer.cost import CostThresholds, FunctionCost, compare_costs as _compare_costs, cost_findings
+from analyzer.errors import InputError
 from analyzer.inlines import ObjectFacts, analyze as _analyze
 from analyzer.remarks import MISSED
 from db.models import FindingRow, FunctionRow, RemarkRow
@@ -65,8 +66,13 @@ def analyze(path: Path, source_root: Path | None, remarks: list[Path]) -> Analys
     blob = facts.to_dict()
     blob["remarks"] = []          # already summarised per function (decisions, reasons): 49 -> 34 KB a build
     # hot functions' likely paths, with llvm-mca's estimate when it is installed (one process a build)
-    costs, mca_note = build_costs(str(path), None, DEFAULT_MCPU, required=False)
-    notes = list(facts.notes) + ([f"no cycle estimates: {mca_note}"] if mca_note else [])
+    notes = list(facts.notes)
+    try:
+        costs, mca_note = build_costs(str(path), None, DEFAULT_MCPU, required=False)
+        notes += [f"no cycle estimates: {mca_note}"] if mca_note else []
+    except InputError as e:          # not x86-64 code: the build keeps its other facts
+        costs = []
+        notes.append(f"no likely paths: {e}")
     return Analysis(funcs, rems, [finding_row(f) for f in _findings.findings(facts)], blob,
                     "; ".join(notes), costs)
 
