@@ -6,7 +6,7 @@ passed in as plain numbers so this module stays pure (llvm-mca runs in toolchain
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from analyzer.clones import parse as parse_clone
 from analyzer.likely_path import LINE, LikelyPath

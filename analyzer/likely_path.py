@@ -6,7 +6,10 @@ through *layout*: the expected successor of a conditional branch is its fall-thr
 they consider unlikely are moved out of line (``.text.unlikely``, ``foo.cold`` parts, or after
 the function's return). So the likely path is read from the bytes alone: from the entry follow
 fall-through and unconditional jumps, leave out jumps into cold parts, stop at a return, a tail
-call, a trap, or a jump back to an instruction already on the path (one pass of a loop).
+call, a trap, or a jump back to an instruction already on the path (one pass of a loop). Two
+kernel idioms the compilers cannot see through are read as the kernel means them: a block that
+ends in BUG()'s ``ud2`` is never the likely side of a branch (like a noreturn call), and a
+``static_cpu_has()`` jump into ``.altinstr_aux`` is patched away at boot (the path falls through).
 
 Addresses are section offsets in a relocatable object (lines are then 64-byte lines of the
 section, which gcc aligns to 16 and the linker may place anywhere: an upper bound of what the
@@ -20,7 +23,7 @@ import numpy as np
 
 from analyzer.calls import EM_X86_64, _BRANCH_RELOCS, _Resolver
 from analyzer.clones import parse as parse_clone
-from analyzer.elf import SHF_EXECINSTR, SHT_NOBITS, ElfImage, SymbolTable, load_images, read_symtab
+from analyzer.elf import SHF_EXECINSTR, SHT_NOBITS, ElfImage, load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.hotpaths import HotPaths
 from analyzer.relocs import read_relocations, section_bases, split_address, symbol_addresses
