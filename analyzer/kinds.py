@@ -48,6 +48,13 @@ class Kind(str, Enum):
     PUSHED_OUT_OF_LINE = ("pushed_out_of_line", "warning", Scope.CHANGE,
                           "an unchanged function left inline because another one became inlined")
     NEWLY_OUT_OF_LINE = ("newly_out_of_line", "warning", Scope.CHANGE, "a function is no longer inlined")
+    # what an inline change does to the likely path comes after the change itself
+    LIKELY_PATH_CALL = ("likely_path_call", "warning", Scope.CHANGE,
+                        "a new call on a hot function's likely path")
+    LIKELY_PATH_LINES = ("likely_path_lines", "notice", Scope.CHANGE,
+                         "a hot function's likely path touches more 64-byte lines")
+    LIKELY_PATH_CYCLES = ("likely_path_cycles", "notice", Scope.CHANGE,
+                          "a hot function's likely path costs more estimated cycles (llvm-mca)")
     NOT_APPLIED = ("not_applied", "error", Scope.SERIES, "a patch of the series does not apply")
     INCOMPLETE = ("incomplete", "notice", Scope.SERIES, "patches of the series never arrived")
     INLINE_NOT_INLINED = ("inline_not_inlined", "notice", Scope.OBJECT, "an inline function is not inlined")

@@ -18,8 +18,17 @@ from cli.output import emit
 @click.option("--hot", "hot_file", metavar="FILE", help="hot-path list extending the allocator default")
 @click.option("--all", "show_all", is_flag=True, help="list every function, not only inline/hot ones")
 @click.option("--json", "as_json", is_flag=True, help="facts and findings as JSON")
-def inspect(obj, source, remarks, cus, hot_file, show_all, as_json):
+@click.option("--cost", is_flag=True, help="the likely path of each hot function: annotated disassembly, "
+              "static measures and llvm-mca's estimated cycles")
+@click.option("--function", "function", metavar="F", help="with --cost: only this function (any function)")
+@click.option("--mcpu", metavar="CPU", help="with --cost: llvm-mca CPU model (default skylake-avx512)")
+@click.option("--no-estimate", is_flag=True, help="with --cost: do not run llvm-mca")
+def inspect(obj, source, remarks, cus, hot_file, show_all, as_json, cost, function, mcpu, no_estimate):
     """Inline decisions, out-of-line copies, callers and alignment of every function in OBJ."""
+    if cost or function or mcpu or no_estimate:
+        if not cost:
+            raise click.UsageError("--function, --mcpu and --no-estimate go with --cost")
+        return _cost(obj, hot_file, function, mcpu, no_estimate, as_json)
     from analyzer import hotpaths
     from analyzer.findings import findings
     from analyzer.inline_views import inspect_text
@@ -33,4 +42,35 @@ def inspect(obj, source, remarks, cus, hot_file, show_all, as_json):
         out = json.dumps({"facts": facts.to_dict(), "findings": [f.to_dict() for f in found]}, indent=1) + "\n"
     else:
         out = inspect_text(facts, found, hot, show_all)
+    emit(out)
+
+
+def _cost(obj, hot_file, function, mcpu, no_estimate, as_json):
+    from analyzer import hotpaths
+    from analyzer.cost import EstimateText, path_text
+    from toolchains.mca import DEFAULT_MCPU, file_costs
+    with one_line_errors():
+        hot = hotpaths.load(hot_file)
+        # the estimate is asked for explicitly by --mcpu: then a missing llvm-mca is an error
+        paths, est, note = file_costs(obj, hot, function, None if no_estimate else (mcpu or DEFAULT_MCPU),
+                                      required=mcpu is not None)
+    if as_json:
+        import json
+        rows = []
+        for p in paths:
+            d = p.to_dict()
+            e = est.get(p.function)
+            d["estimate"] = e.to_dict() if e else None
+            rows.append(d)
+        out = json.dumps({"file": obj, "functions": rows, "estimate_note": note}, indent=1) + "\n"
+    else:
+        if not paths:
+            out = f"{obj}: no hot functions (see --hot, or name one with --function)\n"
+        else:
+            blocks = []
+            for p in paths:
+                e = est.get(p.function)
+                et = EstimateText(e.cycles, e.rthroughput, e.mcpu, e.modelled, e.call_latency) if e else None
+                blocks.append(path_text(p, et, note))
+            out = "\n".join(blocks)
     emit(out)

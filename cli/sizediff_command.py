@@ -54,10 +54,15 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--cu", "cus", multiple=True, metavar="UNIT", help="with --inlines/--align on vmlinux: "
               "only these compilation units, e.g. mm/page_alloc.c")
 @click.option("--hot", "hot_file", metavar="FILE", help="with --inlines/--align: hot-path list file")
+@click.option("--cost", is_flag=True, help="likely-path cost of each hot function before/after/delta "
+              "(instructions, bytes, branches, calls, pushes, frame, memory operands, 64-byte lines, "
+              "llvm-mca estimated cycles)")
+@click.option("--mcpu", metavar="CPU", help="with --cost: llvm-mca CPU model (default skylake-avx512)")
+@click.option("--no-estimate", is_flag=True, help="with --cost: do not run llvm-mca")
 @click.argument("file1")
 @click.argument("file2")
 def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, inlines, align_view,
-            source, cus, hot_file, file1, file2):
+            source, cus, hot_file, cost, mcpu, no_estimate, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     try:
         if split_cold:
@@ -96,6 +101,22 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
                 arows = inline_views.align_changes(fa, fb, hot)
                 extra["align"] = arows
                 lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
+        if cost:   # issue 15: the likely path's static cost per hot function
+            from analyzer.cost import cost_table_text
+            from analyzer.hotpaths import load as load_hot
+            from toolchains.mca import DEFAULT_MCPU, build_costs
+            hot = load_hot(hot_file)
+            cpu = None if no_estimate else (mcpu or DEFAULT_MCPU)
+            ca, note = build_costs(file1, hot, cpu, required=mcpu is not None)
+            cb, note_b = build_costs(file2, hot, cpu, required=mcpu is not None)
+            from analyzer.cost import compare_costs
+            changes = compare_costs(ca, cb)
+            extra["cost"] = {"mcpu": cpu, "estimate_note": note or note_b,
+                             "functions": [c.to_dict() for c in changes]}
+            text = cost_table_text(changes, cpu if not (note or note_b) else None)
+            if note or note_b:
+                text += f"est.cycles: {note or note_b}\n"
+            lines.append(text.rstrip("\n"))
     except SizewatchError as e:
         click.echo(f"sizediff: {e}", err=True)
         sys.exit(1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from analyzer.kinds import severity_rank
+from analyzer.kinds import order, severity_rank
 
 # (build_id, base_build_id, kind, function, severity, finding id): the findings_summary index's columns
 FindingKey = tuple[int, "int | None", str, str, str, int]
@@ -32,7 +32,7 @@ def count_findings(rows: Iterable[FindingKey], base_build_id: int | None, before
         severity = severity or "info"
         severities[severity] = severities.get(severity, 0) + 1
         kinds[kind] = kinds.get(kind, 0) + 1
-        key = (severity_rank(severity), b is None, kind, function, fid)
+        key = (severity_rank(severity), b is None, order(kind), function, fid)   # report order (analyzer.kinds)
         if best is None or key < best:
             best = key
     return {"severities": dict(sorted(severities.items(), key=lambda kv: severity_rank(kv[0]))),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from analyzer.cost import FunctionCost
+
 
 @dataclass
 class Commit:
@@ -93,6 +95,7 @@ class ObjectRecord:
     remarks: list[RemarkRow] = field(default_factory=list)
     facts: dict | None = None                     # the analyzer's ObjectFacts.to_dict() (stored zlib JSON)
     id: int | None = None
+    likely_paths: list[FunctionCost] = field(default_factory=list)   # hot functions' likely paths
 
 
 @dataclass

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from analyzer.cost import FunctionCost
 from db import migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
@@ -157,6 +158,14 @@ class Store(ABC):
     @abstractmethod
     def object_facts(self, build_id: int) -> dict[str, dict]:
         """{object path: the analyzer's ObjectFacts.to_dict()} for the build's analyzed objects."""
+
+    @abstractmethod
+    def likely_paths_for(self, build_id: int) -> dict[str, list[FunctionCost]]:
+        """Per object path, the likely paths of its hot functions (migration 0011)."""
+
+    @abstractmethod
+    def likely_path_points(self, name: str, build_ids: list[int]) -> dict[int, tuple[int, int | None]]:
+        """{build id: (likely-path instructions, estimated cycles)} of one function in those builds."""
 
     @abstractmethod
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -431,7 +440,7 @@ class SqliteStore(Store):
                            (build_id, obj.path, obj.sha256, obj.text, obj.data, obj.bss, json.dumps(obj.sections),
                             compress(json.dumps(obj.facts)) if obj.facts is not None else None)).lastrowid
         ids = self._name_ids(conn, [s.name for s in obj.symbols] + [s.section for s in obj.symbols]
-                             + [f.name for f in obj.functions]
+                             + [f.name for f in obj.functions] + [c.function for c in obj.likely_paths]
                              + [r.callee for r in obj.remarks] + [r.caller for r in obj.remarks])
         conn.executemany("INSERT INTO symbols(object_id, name_id, size, letter, section_id, offset) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
@@ -445,6 +454,12 @@ class SqliteStore(Store):
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [(oid, ids.get(r.callee) if r.callee else None, ids.get(r.caller) if r.caller else None,
                            int(r.passed), r.reason, r.location) for r in obj.remarks])
+        conn.executemany("INSERT OR REPLACE INTO likely_paths(object_id, name_id, insns, bytes, branches, calls, "
+                         "pushes, frame, memory, lines, end_kind, cycles, rthroughput, mcpu) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(oid, ids[c.function], c.insns, c.bytes, c.branches, json.dumps(list(c.calls)), c.pushes,
+                           c.frame, c.memory, c.lines, c.end, c.cycles, c.rthroughput, c.mcpu)
+                          for c in obj.likely_paths])
 
     @staticmethod
     def _insert_findings(conn: sqlite3.Connection, build_id: int, findings: list[FindingRow],
@@ -559,6 +574,27 @@ class SqliteStore(Store):
                                     "ORDER BY path", (build_id,))
         return {p: loads(decompress(z, f"facts of {p} (build {build_id})"), f"facts of {p} (build {build_id})")
                 for p, z in rows}
+
+    @_retry_busy
+    def likely_paths_for(self, build_id: int) -> dict[str, list[FunctionCost]]:
+        """Per object path, the stored likely paths of its hot functions (in function order)."""
+        rows = self._conn().execute(
+            "SELECT o.path, n.name, l.insns, l.bytes, l.branches, l.calls, l.pushes, l.frame, l.memory, l.lines, "
+            "l.end_kind, l.cycles, l.rthroughput, l.mcpu FROM objects o JOIN likely_paths l ON l.object_id = o.id "
+            "JOIN names n ON n.id = l.name_id WHERE o.build_id = ? ORDER BY o.path, n.name", (build_id,))
+        out: dict[str, list[FunctionCost]] = {}
+        for path, name, ins, by, br, calls, pu, fr, me, li, end, cy, rt, mc in rows:
+            out.setdefault(path, []).append(FunctionCost(name, ins, by, br, tuple(json.loads(calls)), pu, fr, me,
+                                                         li, end, cy, rt, mc))
+        return out
+
+    @_retry_busy
+    def likely_path_points(self, name: str, build_ids: list[int]) -> dict[int, tuple[int, int | None]]:
+        rows = self._conn().execute(
+            "SELECT o.build_id, l.insns, l.cycles FROM names n JOIN likely_paths l ON l.name_id = n.id "
+            "JOIN objects o ON o.id = l.object_id WHERE n.name = ? AND o.build_id IN (SELECT value FROM json_each(?))",
+            (name, json.dumps(build_ids)))
+        return {b: (i, c) for b, i, c in rows}
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:

@@ -11,6 +11,7 @@ from the environment (``password_env``) instead of the file.
     [watch]   lists, senders, opt_out
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
+              likely_path_call, likely_path_lines, likely_path_cycles,
               growth_bytes, growth_percent, not_applied, incomplete
     [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
     [outbox]  path
@@ -78,6 +79,9 @@ class ReportRules:
     build_error_one_compiler: bool = True  # ... under some compilers but not others
     pushed_out_of_line: bool = False     # an unchanged function pushed out of line by others' inlining
     newly_out_of_line: bool = False      # any function newly out of line
+    likely_path_call: bool = True        # a new call on a hot function's likely path
+    likely_path_lines: bool = True       # ... its likely path touches more 64-byte lines
+    likely_path_cycles: bool = False     # ... its llvm-mca estimate grew (an estimate: off by default)
     growth_bytes: int = 0                # the target grew by more than this (0: off)
     growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
     not_applied: bool = True             # say (once) that a series does not apply

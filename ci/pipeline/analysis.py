@@ -11,13 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzer import findings as _findings
+from analyzer.cost import CostThresholds, FunctionCost, compare_costs as _compare_costs, cost_findings
+from analyzer.errors import InputError
 from analyzer.inlines import ObjectFacts, analyze as _analyze
 from analyzer.remarks import MISSED
 from db.models import FindingRow, FunctionRow, RemarkRow
+from toolchains.mca import DEFAULT_MCPU, build_costs
 
 # Bump when what the analyzer stores changes: builds analyzed by an older version are analyzed
 # again from their cached objects (no rebuild). 0 = symbols and sections only.
-ANALYSIS_VERSION = 3
+# 4: the likely paths of hot functions (migration 0011).
+ANALYSIS_VERSION = 4
 
 
 @dataclass
@@ -27,6 +31,7 @@ class Analysis:
     findings: list[FindingRow] = field(default_factory=list)
     facts: dict | None = None
     note: str = ""
+    likely_paths: list[FunctionCost] = field(default_factory=list)
 
 
 def available() -> bool:
@@ -60,11 +65,26 @@ def analyze(path: Path, source_root: Path | None, remarks: list[Path]) -> Analys
             rems.append(RemarkRow(r.callee, r.caller, False, r.reason, r.location))
     blob = facts.to_dict()
     blob["remarks"] = []          # already summarised per function (decisions, reasons): 49 -> 34 KB a build
+    # hot functions' likely paths, with llvm-mca's estimate when it is installed (one process a build)
+    notes = list(facts.notes)
+    try:
+        costs, mca_note = build_costs(str(path), None, DEFAULT_MCPU, required=False)
+        notes += [f"no cycle estimates: {mca_note}"] if mca_note else []
+    except InputError as e:          # not x86-64 code: the build keeps its other facts
+        costs = []
+        notes.append(f"no likely paths: {e}")
     return Analysis(funcs, rems, [finding_row(f) for f in _findings.findings(facts)], blob,
-                    "; ".join(facts.notes))
+                    "; ".join(notes), costs)
 
 
-def compare(base_facts: dict, head_facts: dict) -> list[FindingRow]:
-    """Head-vs-base findings (newly inlined / out of line, pushed out of line, boundary crossings)."""
+def compare(base_facts: dict, head_facts: dict, base_costs: list[FunctionCost] | None = None,
+            head_costs: list[FunctionCost] | None = None,
+            thresholds: CostThresholds = CostThresholds()) -> list[FindingRow]:
+    """Head-vs-base findings (newly inlined / out of line, pushed out of line, boundary crossings),
+    and the likely-path cost findings when both builds have likely paths stored."""
     base, head = ObjectFacts.from_dict(base_facts), ObjectFacts.from_dict(head_facts)
-    return [finding_row(f) for f in _findings.compare(base, head)]
+    out = [finding_row(f) for f in _findings.compare(base, head)]
+    if base_costs and head_costs:
+        out += [finding_row(f) for f in cost_findings(_compare_costs(base_costs, head_costs), thresholds,
+                                                       base, head)]
+    return out

@@ -49,6 +49,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
         obj = object_record(path, target)
         res = analysis.analyze(path, done.source, done.remarks.get(target, []))
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
+        obj.likely_paths = res.likely_paths
         findings += res.findings
         objects.append(obj)
         status = "ok"
@@ -129,9 +130,11 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                     continue
                 findings: list[FindingRow] = []
                 base_facts, head_facts = store.object_facts(base.id), store.object_facts(head.id)
+                base_paths, head_paths = store.likely_paths_for(base.id), store.likely_paths_for(head.id)
                 for path, hf in head_facts.items():
                     if path in base_facts:
-                        findings += analysis.compare(base_facts[path], hf)
+                        findings += analysis.compare(base_facts[path], hf, base_paths.get(path),
+                                                     head_paths.get(path))
                 tables = bloat_tables.to_stored(compute_tables(store, base.id, head.id))
                 store.record_comparison(head.id, base.id, findings, tables)
                 n += 1

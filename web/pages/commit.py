@@ -12,6 +12,7 @@ from flask import Blueprint, abort, jsonify, render_template
 from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
+from analyzer.cost import MEASURES, compare_costs, measure
 from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
@@ -69,6 +70,24 @@ def _crossing(f: FindingRow) -> dict:
             "placed": d.get("placed", False), "base": d.get("base", {}), "head": d.get("head", {})}
 
 
+def _likely_paths(store: Store, t: ToolchainReport) -> list[dict]:
+    """Per hot function, the likely path's measures in the parent's build and this one (issue 15)."""
+    if t.status != "ok" or not t.build_id:
+        return []
+    head = store.likely_paths_for(t.build_id)
+    base = store.likely_paths_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else {}
+    rows = []
+    for path in sorted(head.keys() | base.keys()):
+        for ch in compare_costs(base.get(path, []), head.get(path, [])):
+            row = {"function": ch.function, "object": path, "new_calls": list(ch.new_calls),
+                   "gone_calls": list(ch.gone_calls)}
+            for m in MEASURES:
+                row[m] = {"old": measure(ch.base, m), "new": measure(ch.head, m), "delta": ch.delta(m)}
+            row["mcpu"] = (ch.head or ch.base).mcpu
+            rows.append(row)
+    return rows
+
+
 def toolchain_data(store: Store, t: ToolchainReport) -> dict:
     objects = store.objects_for(t.build_id) if t.status == "ok" else []
     base_objects = store.objects_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else []
@@ -85,6 +104,7 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
         "inline_changes": [_finding(f) for f in t.inline_changes],
         "crossings": [_crossing(f) for f in t.crossings],
         "other_changes": [_finding(f) for f in t.other_changes],
+        "likely_paths": _likely_paths(store, t),
         "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=finding_order)],
         "carried": t.carried,
         "links": {"log": f"/build/{t.build_id}/log"},

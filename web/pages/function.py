@@ -38,6 +38,18 @@ def changes(chart: dict, lines: list[tuple[str, FunctionLine]], commits: list[Co
     return out, total
 
 
+def cost_columns(store: Store, name: str, lines: list[tuple[str, FunctionLine]]) -> dict | None:
+    """Per chart line, the likely path's instructions and llvm-mca's estimated cycles at each point
+    (issue 15), None where that build stored no likely path of the function; None if none has one."""
+    ids = [b for _, ln in lines for b in ln.build_id if b is not None]
+    got = store.likely_path_points(name, ids) if ids else {}
+    if not got:
+        return None
+    return {"lines": [{"label": label,
+                       "insns": [got[b][0] if b in got else None for b in ln.build_id],
+                       "cycles": [got[b][1] if b in got else None for b in ln.build_id]} for label, ln in lines]}
+
+
 def function_data(store: Store, name: str, toolchain: str | None = None, target: str | None = None,
                   limit: int = 50) -> dict:
     series = store.function_series(params.function_name(name), toolchain, target=target)
@@ -55,7 +67,7 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
                         "size": ln.size[i] if ln.status[i] == "ok" else None,
                         "status": charts.status_text(ln, i, st[i])})
     return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,
-            "chart": chart, "current": current,
+            "chart": chart, "current": current, "cost_chart": cost_columns(store, name, lines),
             "changes": changed, "changes_total": n_changed,
             "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
 
