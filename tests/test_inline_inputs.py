@@ -48,7 +48,9 @@ def test_restricted_to_named_unit(exe):
     assert {"main", "helper_main"} <= set(main.functions)
     assert "too_big" not in main.functions and "plain_caller" not in main.functions
     assert main.functions["twice"].inlined_into == {"helper_main": 1}
-    assert main.functions["helper_main"].callers == {"main": 1} or main.functions["helper_main"].callers == {}
+    dis = subprocess.run(["objdump", "-d", str(exe)], capture_output=True, text=True, check=True).stdout
+    calls = [ln for ln in dis.split("<main>:\n", 1)[1].split("\n\n")[0].splitlines() if ln.endswith("<helper_main>")]
+    assert main.functions["helper_main"].callers == {"main": 1} and len(calls) == 1, calls    # objdump -d
     # the same facts as in the unrestricted analysis, for the functions of that unit
     for name in ("main", "helper_main", "twice"):
         a, b = main.functions[name], whole.functions[name]
@@ -132,7 +134,9 @@ def test_wrong_arch_stripped_missing(compile_c, tmp_path):
     notelf = tmp_path / "x.o"
     notelf.write_text("hello")
     assert_one_line_error(run_cli(notelf), "not an ELF file")
-    assert_one_line_error(run_cli(arm, "--remarks", tmp_path / "none.txt"), "")
+    ok = compile_c("gcc-12", FIXTURES / "inline_cases.c")
+    assert_one_line_error(run_cli(ok, "--remarks", tmp_path / "none.txt"), "none.txt: no such file")
+    assert_one_line_error(run_cli(arm, "--remarks", tmp_path / "none.txt"), "aarch64 objects are not supported")
 
 
 def test_sizediff_inlines_bad_input(compile_c, tmp_path):
