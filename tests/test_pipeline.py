@@ -231,10 +231,12 @@ def test_resume_after_kill_of_a_running_sizewatch(built, reference, tmp_path):
             if stored:
                 break
         time.sleep(0.005)
+    assert p.poll() is None, "the run ended before it was killed: nothing was tested"
     p.send_signal(signal.SIGKILL)
-    p.wait()
+    assert p.wait() == -signal.SIGKILL
     _check_consistent(db)
     before = _counts(db)["builds"]
+    assert 0 < before < 6, before             # killed in the middle: some stored, some not
     again = run_series(db)
     assert f"{6 - before} built, 0 re-analyzed, {before} already stored" in again.stderr
     assert again.stdout == reference[1].stdout
