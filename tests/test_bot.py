@@ -43,6 +43,23 @@ def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return proc
 
 
+def run_after_timeout(args, db: Path, server, sent: int, started: float, timeout: float = 2.0) -> None:
+    """Poll the bot (one ``--once`` run at a time) until its time-out has passed and it sent one
+    more mail: none in the first ``timeout - 1`` s after ``started`` (time.monotonic; the store keeps
+    arrival times to the second), exactly one after, within 30 s."""
+    deadline = started + timeout + 30
+    while True:
+        ok(run_bot(*args, db=db))
+        now = len(server.messages())
+        if time.monotonic() < started + timeout - 1:
+            assert now == sent, "mailed before the time-out"
+        elif now > sent:
+            assert now == sent + 1
+            return
+        assert time.monotonic() < deadline, "no mail 30 s after the time-out"
+        time.sleep(0.2)
+
+
 def body(m: email.message.EmailMessage) -> str:
     return m.get_content()
 
@@ -424,11 +441,11 @@ def test_incomplete_series_is_reported_once_after_the_time_out(quick):
     deliver(md, botlist.incomplete_first())
     cfg = bot_config(q["tmp"] / "t.toml", q["server"].port, incomplete_timeout="2s")
     args = ("--maildir", md, "--once", "--config", cfg, "--checks", q["tmp"] / "checks")
+    t0 = time.monotonic()
     first = ok(run_bot(*args, db=q["db"]))
     assert "1 waiting" in first.stderr
-    time.sleep(2.2)
-    ok(run_bot(*args, db=q["db"]))
-    (got,) = q["server"].wait(1)
+    run_after_timeout(args, q["db"], q["server"], 0, t0)
+    (got,) = q["server"].messages()
     original = parse(botlist.incomplete_first())
     check_shape(got.message, original)
     text = got.message.get_content()
@@ -527,8 +544,9 @@ def test_bad_input_is_one_line(quick, tmp_path):
         assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("sizewatch: ") and msg in lines[0], \
             (args, proc.stderr)
     # the relay is down: the mail is kept and the run says so (exit 1), nothing lost
-    down = bot_config(tmp_path / "down.toml", botlist.free_port())
-    proc = run_bot("--maildir", q["md"], "--once", "--config", down, db=q["db"])
+    with botlist.refused_port() as port:
+        down = bot_config(tmp_path / "down.toml", port)
+        proc = run_bot("--maildir", q["md"], "--once", "--config", down, db=q["db"])
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "connection refused; 1 mail(s) kept for the next run" in proc.stderr
     assert store_rows(q["db"], "SELECT state FROM bot_mails") == [("decided",)]
@@ -587,10 +605,10 @@ def test_a_cover_letter_arriving_after_the_series_was_handled_changes_nothing(qu
     deliver(md, *parts)
     cfg = bot_config(q["tmp"] / "late.toml", q["server"].port, incomplete_timeout="2s")
     args = ("--maildir", md, "--once", "--config", cfg)
+    t0 = time.monotonic()
     assert "1 waiting" in ok(run_bot(*args, db=q["db"])).stderr        # the patches point at a cover letter
-    time.sleep(2.2)
-    ok(run_bot(*args, db=q["db"]))                                      # tested without it after the time-out
-    (got,) = q["server"].wait(1)
+    run_after_timeout(args, q["db"], q["server"], 0, t0)                # tested without it after the time-out
+    (got,) = q["server"].messages()
     assert got.message["In-Reply-To"] == "<late-1@example.org>"
     assert "patch 1/2 does not apply" in " ".join(got.message.get_content().split())
     cover = (f"From: José Müller <jose@example.org>\nTo: {LIST}\nSubject: [PATCH 0/2] mm: two steps\n"

@@ -251,6 +251,7 @@ def test_cli_build_on_the_example_series(series, example_series):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)          # five toolchains prepared from scratch on an empty cache
 def test_example_series_under_the_installed_matrix(series, tmp_path):
     """The seed's experiment under every installed compiler of the default matrix: patch 1 pushes
     __rmqueue_smallest out of line, patch 2 (__always_inline) brings it back in."""
