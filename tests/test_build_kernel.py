@@ -149,7 +149,7 @@ def test_time_out_and_memory_limit(series, tmp_path):
     assert ok.status == "ok" and ok.targets[0].path.read_bytes() == ref.targets[0].path.read_bytes()
 
 
-def test_hostile_makefile_cannot_reach_out(series, tmp_path):
+def test_hostile_makefile_cannot_reach_out(series, tmp_path, monkeypatch):
     tree, (_, p1, _) = series
     listener = Listener()
     tag = uuid.uuid4().hex[:8]
@@ -157,11 +157,26 @@ def test_hostile_makefile_cannot_reach_out(series, tmp_path):
     in_home = Path.home() / f".sizewatch-hostile-{tag}"
     in_tree = tree / ".git" / f"hostile-{tag}"
     listing = f"{tmp_path}/listing-{tag}"
-    mk = edit(tree, p1, "mm/Makefile", "\n", "\n" + hostile_lines(listener.port, [outside, in_home, in_tree], listing))
+    # what the build sees (the fake tree's probe, on the real tree): no home, a read-only source,
+    # no secrets in the environment, no other build dir; written into the build dir (cwd)
+    probe = (f"PROBE_{tag} := $(shell bash -c 'ls -A $$HOME | wc -l > mm/probe-{tag}.home; "
+             f"touch $(srctree)/probe-{tag} 2>/dev/null && echo yes > mm/probe-{tag}.src || echo no > mm/probe-{tag}.src; "
+             f"env > mm/probe-{tag}.env; ls .. > mm/probe-{tag}.cache')\n")
+    mk = edit(tree, p1, "mm/Makefile", "\n", "\n" + hostile_lines(listener.port, [outside, in_home, in_tree], listing)
+              + probe)
     hostile = commit_on(tree, p1, {"mm/Makefile": mk}, f"mm: hostile Makefile {tag}")
+    (Path.home() / f".sizewatch-visible-{tag}").write_text("x")
+    monkeypatch.setenv("SIZEWATCH_BOT_TOKEN", f"token-{tag}")
+    probes: list[Path] = []
     try:
         b = build_commit(tree, hostile, "gcc-12", [PA], options=BuildOptions(out_root=tmp_path / "s", reports=False))
         assert b.status == "ok" and b.targets[0].method == "kbuild"
+        probes = [b.build_dir / "mm" / f"probe-{tag}.{k}" for k in ("home", "src", "env", "cache")]
+        home, src, env, cache = (p.read_text() for p in probes)
+        assert home.strip() == "0" and src.strip() == "no"
+        assert f"token-{tag}" not in env and "PATH=" in env
+        assert cache.split() == [b.build_dir.name]             # the other toolchains' build dirs: hidden
+        assert not (tree / f"probe-{tag}").exists()
         time.sleep(0.5)
         assert listener.connections == 0
         for m in (outside, in_home, in_tree, Path(listing + ".env")):
@@ -174,7 +189,7 @@ def test_hostile_makefile_cannot_reach_out(series, tmp_path):
         assert listener.connections >= 1 and outside.exists() and in_home.exists()
     finally:
         listener.close()
-        for m in (in_home, in_tree):
+        for m in (in_home, in_tree, Path.home() / f".sizewatch-visible-{tag}", *probes):
             m.unlink(missing_ok=True)
 
 
@@ -279,3 +294,71 @@ def test_tinyconfig_vmlinux(series, tmp_path):
     assert v == b.out_dir / "vmlinux" and v.stat().st_size > 1_000_000
     names = func_names(v)
     assert "start_kernel" in names and "__alloc_pages" in names
+
+
+# --- decisions made on the fake tree, re-checked on linux-6.1 (the cheap ones: no extra kbuild) ---
+
+def test_second_run_compiles_nothing_on_the_real_tree(series, example_series, monkeypatch):
+    """The example series, built once per run (conftest), asked for again under both toolchains:
+    every result comes from the cache and no process is started (no make, no git checkout)."""
+    tree, shas = series
+    for tc in ("gcc-12", "clang-19"):
+        example_series(tc)
+    import toolchains.process as tp
+    started: list[list[str]] = []
+    real_run = tp.run
+    monkeypatch.setattr(tp, "run", lambda argv, *a, **kw: started.append(argv) or real_run(argv, *a, **kw))
+    builds = build_matrix(tree, shas, ["gcc-12", "clang-19"], [PA])
+    assert [(b.sha, b.toolchain) for b in builds] == [(s, t) for s in shas for t in ("gcc-12", "clang-19")]
+    assert {b.targets[0].method for b in builds} == {"cached"} and started == []
+    for tc in ("gcc-12", "clang-19"):
+        assert [b.targets[0].path for b in builds if b.toolchain == tc] == \
+            [x.object_path for x in example_series(tc)]
+
+
+def test_cli_bad_input_on_the_real_tree(series, tmp_path):
+    """The fake tree's bad-input cases against linux-6.1: one line, exit 1, before any build."""
+    tree, (base, _, _) = series
+    env = {**os.environ, "SIZEWATCH_CACHE": str(tmp_path / "cache")}
+    cases = [
+        (("--commits", "deadbeef"), "unknown revision"),
+        (("--commits", base, "--toolchains", "gcc-99"), "unknown toolchain"),
+        (("--commits", base, "--targets", "../etc/passwd"), "bad target"),
+        (("--commits", base, "--targets", "mm/page_alloc.c"), "bad target"),
+        (("--commits", base, "--memory", "lots"), "bad --memory"),
+        (("--commits", base, "--fragment", tmp_path / "nope.config"), "nope.config"),
+    ]
+    exe = shutil.which("sizewatch", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "cli"]
+    for args, msg in cases:
+        p = subprocess.run([*cmd, "build", "--tree", str(tree), *map(str, args)], capture_output=True, text=True,
+                           env=env, timeout=300)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1 and lines[0].startswith("sizewatch: ") and msg in lines[0], \
+            (args, p.stderr)
+    assert not (tmp_path / "cache" / "build").exists()           # nothing was prepared or built
+
+
+def test_linked_cache_and_two_builds_of_one_commit_at_once(series, example_series, tmp_path):
+    """The shared cache reached through a symlink (the sandbox must bind real paths), with two
+    callers asking for the same commit at once: one builds patch 2 in the real build dir, the
+    other waits for it and takes its result; the object is the one kept for the series."""
+    import threading
+    tree, (_, _, p2) = series
+    want = example_series("gcc-12")[2].object_path.read_bytes()
+    from toolchains.source import cache_dir
+    (tmp_path / "link").symlink_to(cache_dir())
+    o = BuildOptions(cache=tmp_path / "link", out_root=tmp_path / "out", reports=False)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(build_commit(tree, p2, "gcc-12", [PA], options=o)))
+               for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [b.status for b in got] == ["ok", "ok"], [b.errors for b in got]
+    # one compiled (replay or make: that depends on what the shared build dir last built), one waited
+    methods = sorted(b.targets[0].method for b in got)
+    assert methods[0] == "cached" and methods[1] != "cached", methods
+    assert got[0].targets[0].path == got[1].targets[0].path
+    assert got[0].targets[0].path.read_bytes() == want
