@@ -328,7 +328,7 @@ def test_ccache_is_optional_and_off_by_default(fake, tmp_path):
     assert cmd.startswith("./scripts/cc-wrapper gcc-12 -Wp,-MMD,")
 
 
-def test_directory_and_vmlinux_targets(fake, tmp_path, sizediff):
+def test_directory_and_vmlinux_targets(fake, tmp_path, sizediff, bloat_o_meter):
     tree, c, _ = fake
     o = opts(tmp_path)
     b = build_matrix(tree, [c["base"], c["src"]], ["gcc-12"], ["mm/", "vmlinux"], options=o)
@@ -336,9 +336,11 @@ def test_directory_and_vmlinux_targets(fake, tmp_path, sizediff):
         d, v = x.targets
         assert d.ok and d.path == x.out_dir / "mm/built-in.a" and (x.out_dir / "mm/slab.o").exists()
         assert v.ok and v.path == x.out_dir / "vmlinux" and v.method == "kbuild"
-    old, new = b[0].targets[0].path, b[1].targets[0].path
-    diff = sizediff(old, new)
-    assert diff.returncode == 0 and b"Total: Before=" in diff.stdout
+    from test_sizediff import MODES, assert_same_as_oracle
+    for i in (0, 1):                 # the archives, then the linked images: bloat-o-meter's tables
+        old, new = b[0].targets[i].path, b[1].targets[i].path
+        for mode in MODES:
+            assert_same_as_oracle(sizediff, bloat_o_meter, old, new, *mode)
 
 
 def test_tinyconfig_preset(fake, tmp_path):

@@ -211,7 +211,7 @@ def test_tinyconfig(series, tmp_path):
     assert b.build_dir.name == f"gcc-12-{cfg.key}" and cfg.key.startswith("tinyconfig-")
 
 
-def test_directory_target(series, tmp_path, sizediff):
+def test_directory_target(series, tmp_path, sizediff, bloat_o_meter):
     tree, (base, p1, _) = series
     builds = build_matrix(tree, [base, p1], ["gcc-12"], ["lib/math/"], options=BuildOptions(out_root=tmp_path))
     for b in builds:
@@ -219,7 +219,11 @@ def test_directory_target(series, tmp_path, sizediff):
         assert t.ok and t.path == b.out_dir / "lib/math/built-in.a" and t.method == "kbuild"
         for member in ("gcd.o", "lcm.o", "int_sqrt.o", "rational.o"):
             assert (b.out_dir / "lib/math" / member).exists(), member
-    d = sizediff(builds[0].targets[0].path, builds[1].targets[0].path)
+    from test_sizediff import MODES, assert_same_as_oracle
+    old, new = builds[0].targets[0].path, builds[1].targets[0].path
+    for mode in MODES:                    # kbuild's thin archive, as bloat-o-meter reads it
+        assert_same_as_oracle(sizediff, bloat_o_meter, old, new, *mode)
+    d = sizediff(old, new)
     assert d.returncode == 0 and b"int_sqrt" not in d.stdout and b"Total: Before=" in d.stdout
     from analyzer.bloat import read_symbols
     assert read_symbols(builds[1].targets[0].path)
