@@ -3,6 +3,7 @@ analyzer's call resolution is checked against), kernel sources at a series commi
 replaying kbuild's compile command with inline-report flags into a temp directory."""
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import subprocess
@@ -107,6 +108,7 @@ def replay_with_flags(toolchain: str, sha: str, flags: list[str], out: Path) -> 
     return obj
 
 
+@functools.lru_cache(maxsize=16)       # the kernel tests ask about one object several times (5 s each)
 def dwarf_inlines(obj: Path) -> dict[str, Counter]:
     """Inlined copies per source function, by the function they sit in, as pyelftools reads them
     from the object with its *own* relocation of the debug sections (none of the analyzer's code):
