@@ -109,10 +109,12 @@ def replay_with_flags(toolchain: str, sha: str, flags: list[str], out: Path) -> 
 
 
 @functools.lru_cache(maxsize=16)       # the kernel tests ask about one object several times (5 s each)
-def dwarf_inlines(obj: Path) -> dict[str, Counter]:
+def dwarf_inlines(obj: Path, cu_suffix: str | None = None) -> dict[str, Counter]:
     """Inlined copies per source function, by the function they sit in, as pyelftools reads them
     from the object with its *own* relocation of the debug sections (none of the analyzer's code):
-    name -> Counter(enclosing subprogram's name -> DW_TAG_inlined_subroutine count)."""
+    name -> Counter(enclosing subprogram's name -> DW_TAG_inlined_subroutine count).
+    A linked image's sections are already relocated (--emit-relocs leaves the relocations in: they
+    must not be applied twice); ``cu_suffix`` keeps only the units whose name ends so."""
     from elftools.elf.elffile import ELFFile
 
     def origin_name(die):
@@ -131,8 +133,11 @@ def dwarf_inlines(obj: Path) -> dict[str, Counter]:
 
     out: dict[str, Counter] = {}
     with open(obj, "rb") as f:
-        dwarf = ELFFile(f).get_dwarf_info(relocate_dwarf_sections=True)
+        elf = ELFFile(f)
+        dwarf = elf.get_dwarf_info(relocate_dwarf_sections=elf.header["e_type"] == "ET_REL")
         for cu in dwarf.iter_CUs():
+            if cu_suffix and not cu.get_top_DIE().attributes["DW_AT_name"].value.decode().endswith(cu_suffix):
+                continue
             def walk(die, sub):
                 for child in die.iter_children():
                     if child.tag == "DW_TAG_subprogram":

@@ -66,3 +66,22 @@ def test_modules_exercise_the_shapes(modules, sizediff, bloat_o_meter):
     assert {"swkm_counts", "swkm_table"} <= names
     assert any(n.startswith("swkm_added") for n in names) and any(n.startswith("swkm_removed") for n in names)
     assert "__this_module" not in names and not any("modinfo" in n or "__UNIQUE_ID" in n for n in names)
+
+
+def test_vmlinux_page_alloc_unit_against_pyelftools(images):
+    """A linked image with DWARF5, only mm/page_alloc.c decoded: the stock 6.1 shape (the __rmqueue
+    helpers inlined, steal_suitable_fallback out of line), placed at kernel addresses, and every
+    inlined copy as pyelftools counts it in that unit (no relocations applied: the image is linked)."""
+    from analyzer.inlines import analyze
+    from inline_oracles import dwarf_inlines
+    facts = analyze(images.vmlinux[0], cus=["mm/page_alloc.c"])
+    assert facts.linked and facts.placed and len(facts.units) == 1 and facts.units[0].endswith("/mm/page_alloc.c")
+    f = facts.functions
+    want = {n: dict(c) for n, c in dwarf_inlines(images.vmlinux[0], "/mm/page_alloc.c").items()}
+    assert {n: x.inlined_into for n, x in f.items() if x.inlined_count} == want
+    for name in ("__rmqueue_smallest", "__rmqueue_fallback"):
+        assert not f[name].out_of_line and f[name].inlined_count == sum(want[name].values()) > 0
+    assert f["steal_suitable_fallback"].out_of_line
+    gp = f["get_page_from_freelist"]
+    assert gp.pieces[0].placement.offset >= 0xffffffff80000000
+    assert gp.placement.lines >= -(-gp.pieces[0].size // 64)
