@@ -157,9 +157,11 @@ def test_hostile_makefile_cannot_reach_out(series, tmp_path, monkeypatch):
     in_home = Path.home() / f".sizewatch-hostile-{tag}"
     in_tree = tree / ".git" / f"hostile-{tag}"
     listing = f"{tmp_path}/listing-{tag}"
-    # what the build sees (the fake tree's probe, on the real tree): no home, a read-only source,
-    # no secrets in the environment, no other build dir; written into the build dir (cwd)
-    probe = (f"PROBE_{tag} := $(shell bash -c 'ls -A $$HOME | wc -l > mm/probe-{tag}.home; "
+    # what the build sees (the fake tree's probe, on the real tree): in place of home the sandbox's
+    # own tmpfs, holding only the cache paths bound into it (the cache lives under $HOME here);
+    # a read-only source, no secrets in the environment, no other build dir or worktree
+    probe = (f"PROBE_{tag} := $(shell bash -c 'ls -A $$HOME > mm/probe-{tag}.home; "
+             f"ls -A $$HOME/.cache/sizewatch $$HOME/.cache/sizewatch/worktrees > mm/probe-{tag}.binds; "
              f"touch $(srctree)/probe-{tag} 2>/dev/null && echo yes > mm/probe-{tag}.src || echo no > mm/probe-{tag}.src; "
              f"env > mm/probe-{tag}.env; ls .. > mm/probe-{tag}.cache')\n")
     mk = edit(tree, p1, "mm/Makefile", "\n", "\n" + hostile_lines(listener.port, [outside, in_home, in_tree], listing)
@@ -171,12 +173,21 @@ def test_hostile_makefile_cannot_reach_out(series, tmp_path, monkeypatch):
     try:
         b = build_commit(tree, hostile, "gcc-12", [PA], options=BuildOptions(out_root=tmp_path / "s", reports=False))
         assert b.status == "ok" and b.targets[0].method == "kbuild"
-        probes = [b.build_dir / "mm" / f"probe-{tag}.{k}" for k in ("home", "src", "env", "cache")]
-        home, src, env, cache = (p.read_text() for p in probes)
-        assert home.strip() == "0" and src.strip() == "no"
+        probes = [b.build_dir / "mm" / f"probe-{tag}.{k}" for k in ("home", "binds", "src", "env", "cache")]
+        home, binds, src, env, cache = (p.read_text() for p in probes)
+        from toolchains.source import cache_dir
+        if cache_dir().resolve().is_relative_to(Path.home()):
+            # the hostile lines' own write to $HOME landed in the sandbox's tmpfs (not in the real home)
+            assert sorted(home.split()) == [".cache", f".sizewatch-hostile-{tag}"], home
+            assert binds.split() == [f"{cache_dir()}:", "build", "linux-6.1", "worktrees",
+                                     f"{cache_dir()}/worktrees:", b.worktree.name], binds
+        else:
+            assert home.split() == [f".sizewatch-hostile-{tag}"], home
+        assert src.strip() == "no"
         assert f"token-{tag}" not in env and "PATH=" in env
         assert cache.split() == [b.build_dir.name]             # the other toolchains' build dirs: hidden
-        assert not (tree / f"probe-{tag}").exists()
+        assert not (b.worktree / f"probe-{tag}").exists()
+        probes.append(b.worktree / f"probe-{tag}")               # the unsandboxed control writes it
         time.sleep(0.5)
         assert listener.connections == 0
         for m in (outside, in_home, in_tree, Path(listing + ".env")):
