@@ -266,16 +266,14 @@ def test_hostile_makefile_is_contained(fake, tmp_path, monkeypatch):
     try:
         b = build_commit(tree, hostile, "gcc-12", ["mm/page_alloc.o"], options=o)
         assert b.status == "ok"                          # the build itself still works
-        time.sleep(0.5)
-        assert listener.connections == 0
+        assert listener.count() == 0
         for m in (outside, in_home, in_tree, Path(listing + ".env")):
             assert not m.exists(), m
         # control: the same commit without the sandbox does reach the listener and write outside
         b = build_commit(tree, hostile, "gcc-12", ["mm/page_alloc.o"],
                          options=opts(tmp_path / "open", sandbox=False, use_cache=False))
         assert b.status == "ok"
-        time.sleep(0.5)
-        assert listener.connections >= 1
+        assert listener.count() >= 1
         assert outside.exists() and in_home.exists()
         env = Path(listing + ".env").read_text()
         assert f"secret-{tag}" not in env                # even unsandboxed, builds get a clean environment

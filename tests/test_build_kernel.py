@@ -188,16 +188,14 @@ def test_hostile_makefile_cannot_reach_out(series, tmp_path, monkeypatch):
         assert cache.split() == [b.build_dir.name]             # the other toolchains' build dirs: hidden
         assert not (b.worktree / f"probe-{tag}").exists()
         probes.append(b.worktree / f"probe-{tag}")               # the unsandboxed control writes it
-        time.sleep(0.5)
-        assert listener.connections == 0
+        assert listener.count() == 0
         for m in (outside, in_home, in_tree, Path(listing + ".env")):
             assert not m.exists(), m
         # control: without the sandbox the same commit does reach out (so the lines above do run)
         b = build_commit(tree, hostile, "gcc-12", [PA],
                          options=BuildOptions(out_root=tmp_path / "o", reports=False, sandbox=False, mode="kbuild"))
         assert b.status == "ok"
-        time.sleep(0.5)
-        assert listener.connections >= 1 and outside.exists() and in_home.exists()
+        assert listener.count() >= 1 and outside.exists() and in_home.exists()
     finally:
         listener.close()
         for m in (in_home, in_tree, Path.home() / f".sizewatch-visible-{tag}", *probes):
