@@ -1,10 +1,15 @@
 """Real vmlinux files with full DWARF: Debian's linux-image-*-dbg packages, fetched once.
 
-``apt-get download`` the package into the sizewatch cache and extract only
-usr/lib/debug/boot/vmlinux-*; later calls return the cached file.
+``apt-get download`` the package, at the version pinned below, into the sizewatch cache,
+check the .deb's SHA256 and extract only usr/lib/debug/boot/vmlinux-*; later calls return the
+cached file (checked against the pinned version's banner). Pinned, so a test or bench reads the
+same bytes on every machine and every day; when the Debian archive drops a version, the error
+says which pin to move.
 """
 from __future__ import annotations
 
+import hashlib
+import mmap
 import re
 import subprocess
 import sys
@@ -24,21 +29,57 @@ def available(flavour: str = "cloud-amd64", series: str = "6.1.0") -> list[str]:
     return [n for _, n in found]
 
 
+# package -> (version, SHA256 of the .deb), from `apt-cache show` on bookworm (+ security).
+PINNED = {
+    "linux-image-6.1.0-47-cloud-amd64-dbg":
+        ("6.1.170-3", "7ad48c59de359b78ceec77ab8330fbfa982360c674444a1df7be8eaf11d3863b"),
+    "linux-image-6.1.0-53-cloud-amd64-dbg":
+        ("6.1.187-1", "22f445ef29ef1262e93f7d786dc5b7303deb056c219eeb420c7ae36500ddb20f"),
+    "linux-image-6.1.0-56-cloud-amd64-dbg":
+        ("6.1.192-2", "a835edf97e22ec84ddcd4d773596376be9eaae0c5094053b14c8e557cf9d8fb7"),
+}
+
+
+class Unavailable(RuntimeError):
+    """The pinned package cannot be fetched here (no apt lists, or the archive dropped it)."""
+
+
+def _is_version(path: Path, version: str) -> bool:
+    """The image's banner names the Debian version (``... Debian 6.1.192-2 (date)``)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m.find(f" Debian {version} (".encode()) >= 0
+
+
 def vmlinux(package: str) -> Path:
-    """Path of the vmlinux shipped in ``package`` (downloaded and extracted on first use)."""
+    """Path of the vmlinux shipped in ``package`` at its pinned version (downloaded, checked and
+    extracted on first use)."""
+    if package not in PINNED:
+        raise Unavailable(f"{package} is not pinned in bench/dbg_vmlinux.py (PINNED)")
+    version, sha256 = PINNED[package]
     dest = cache_dir() / "dbg" / package
     done = dest / "vmlinux"
-    if done.exists():
+    if done.exists() and _is_version(done, version):
         return done
     dest.mkdir(parents=True, exist_ok=True)
     with file_lock(dest / ".lock"):
-        if done.exists():
+        if done.exists() and _is_version(done, version):
             return done
         for old in dest.glob("*.deb"):
             old.unlink()
-        subprocess.run(["apt-get", "download", "-q", package], cwd=dest, check=True,
-                       stdout=subprocess.DEVNULL)
+        got = subprocess.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=dest,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if got.returncode:
+            raise Unavailable(f"apt-get download {package}={version} failed (apt-get update first; if the "
+                              f"archive dropped it, move the pin in bench/dbg_vmlinux.py): "
+                              f"{got.stderr.strip().splitlines()[-1] if got.stderr.strip() else got.returncode}")
         (deb,) = dest.glob("*.deb")
+        h = hashlib.sha256()
+        with open(deb, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        if h.hexdigest() != sha256:
+            deb.unlink()
+            raise Unavailable(f"{deb.name}: SHA256 {h.hexdigest()} is not the pinned {sha256}")
         tmp = dest / "extract"
         tmp.mkdir(exist_ok=True)
         subprocess.run(f"dpkg-deb --fsys-tarfile {deb.name} | tar -x -C extract "
@@ -50,6 +91,5 @@ def vmlinux(package: str) -> Path:
 
 
 if __name__ == "__main__":
-    names = available()
-    for name in (sys.argv[1:] or names[-2:]):
+    for name in (sys.argv[1:] or list(PINNED)[-2:]):
         print(vmlinux(name))

@@ -3,8 +3,9 @@
 Pairs: mm/page_alloc.o before/after the example series (gcc-12, built through
 the project's own kbuild driver) and two consecutive Debian vmlinux images with
 full DWARF (linux-image-*-dbg). For each pair and mode both tools run on the
-same files; outputs must be byte-identical; wall time (median of N) and peak
-RSS of each are printed with the ratio. Targets: <= 0.5x bloat-o-meter's time
+same files (one warm-up each, then N runs in alternating order); every output must
+be byte-identical, else the bench exits 1; wall time (median of N) and peak RSS of
+each are printed with the ratio. Targets: <= 0.5x bloat-o-meter's time
 on the object pair, <= 0.25x on vmlinux.
 """
 from __future__ import annotations
@@ -52,28 +53,37 @@ def timed(cmd: list[str]) -> tuple[float, int, bytes]:
         return wall, usage.ru_maxrss, out.read()
 
 
-def run_pair(label: str, old: Path, new: Path, modes: list[list[str]], n: int) -> list[str]:
+def run_pair(label: str, old: Path, new: Path, modes: list[list[str]], n: int) -> tuple[list[str], int]:
+    """Each mode: one untimed warm-up run of each tool (page cache, imports), then ``n`` timed runs
+    of each in alternating order (the tool that goes first changes every round), every output
+    compared. Returns the printed lines and how many modes gave different outputs."""
     lines = []
+    differ = 0
     sizediff = [str(ROOT / ".venv/bin/sizediff")]
     bom = [sys.executable, str(oracle())]
     for mode in modes:
-        ours_t, ref_t = [], []
-        ours_out = ref_out = b""
-        ours_rss = ref_rss = 0
-        for _ in range(n):   # interleaved, so load on the machine hits both alike
-            t, rss, ref_out = timed([*bom, *mode, str(old), str(new)])
-            ref_t.append(t)
-            ref_rss = max(ref_rss, rss)
-            t, rss, ours_out = timed([*sizediff, *mode, str(old), str(new)])
-            ours_t.append(t)
-            ours_rss = max(ours_rss, rss)
-        same = "identical" if ours_out == ref_out else "DIFFERENT"
-        mo, mr = statistics.median(ours_t), statistics.median(ref_t)
+        args = [*mode, str(old), str(new)]
+        tools = {"ref": [*bom, *args], "ours": [*sizediff, *args]}
+        for cmd in tools.values():
+            timed(cmd)
+        times: dict[str, list[float]] = {"ref": [], "ours": []}
+        rss = {"ref": 0, "ours": 0}
+        outs: dict[str, set[bytes]] = {"ref": set(), "ours": set()}
+        for i in range(n):
+            for key in (("ref", "ours") if i % 2 == 0 else ("ours", "ref")):
+                t, r, out = timed(tools[key])
+                times[key].append(t)
+                rss[key] = max(rss[key], r)
+                outs[key].add(out)
+        same = len(outs["ref"]) == 1 and outs["ref"] == outs["ours"]
+        differ += not same
+        ref_out = next(iter(outs["ref"]))
+        mo, mr = statistics.median(times["ours"]), statistics.median(times["ref"])
         lines.append(f"{label:<34} {' '.join(mode) or '(default)':<10} bloat-o-meter {mr:7.3f} s  "
-                     f"sizediff {mo:7.3f} s  ratio {mo / mr:5.2f}x  output {same} "
-                     f"({len(ref_out.splitlines())} lines); peak RSS {ref_rss >> 10} MB vs {ours_rss >> 10} MB")
+                     f"sizediff {mo:7.3f} s  ratio {mo / mr:5.2f}x  output {'identical' if same else 'DIFFERENT'} "
+                     f"({len(ref_out.splitlines())} lines); peak RSS {rss['ref'] >> 10} MB vs {rss['ours'] >> 10} MB")
         print(lines[-1], flush=True)
-    return lines
+    return lines, differ
 
 
 # Two Debian 12 cloud kernels with full DWARF, ~588 MB vmlinux each (apt-get download).
@@ -95,14 +105,18 @@ def main() -> None:
     args = ap.parse_args()
     print(f"# sizediff vs scripts/bloat-o-meter (linux-source-6.12), median of {args.n} runs, "
           f"{os.cpu_count()} cores")
+    print(f"# load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     old, new = object_pair()
-    run_pair("mm/page_alloc.o (gcc-12 series)", old, new, [[], ["-c"]], args.n)
+    differ = run_pair("mm/page_alloc.o (gcc-12 series)", old, new, [[], ["-c"]], args.n)[1]
     if not args.no_vmlinux:
         pkgs = args.packages
         a, b = (dbg_vmlinux.vmlinux(p) for p in pkgs)
         label = "vmlinux " + " -> ".join(p.split("-")[3] for p in pkgs)
         print(f"# {pkgs[0]} ({a.stat().st_size >> 20} MB) -> {pkgs[1]} ({b.stat().st_size >> 20} MB)")
-        run_pair(label, a, b, [[], ["-c"]], max(1, args.n // 2 + 1))
+        differ += run_pair(label, a, b, [[], ["-c"]], max(1, args.n // 2 + 1))[1]
+    print(f"# load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    if differ:
+        sys.exit(f"bench: sizediff's output differs from bloat-o-meter's in {differ} mode(s)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ collecting what the bot sends.
 """
 from __future__ import annotations
 
+import contextlib
 import email
 import email.policy
 import mailbox
@@ -201,10 +202,27 @@ def append_mbox(path: Path, *raws: bytes) -> None:
 
 # --- a real SMTP server on loopback -----------------------------------------------------------------
 
-def free_port() -> int:
+@contextlib.contextmanager
+def refused_port():
+    """A loopback port that refuses connections for the block's duration: bound (so no other
+    process on the machine can take it) but not listening."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
+
+
+def _controller_class():
+    from aiosmtpd.controller import Controller
+
+    class PortZeroController(Controller):
+        """aiosmtpd's controller bound to port 0: the kernel picks a free port at bind time (no
+        window in which another process can take it); the port is read back from the socket."""
+
+        def _trigger_server(self):
+            if not self.port:
+                self.port = self.server.sockets[0].getsockname()[1]
+            super()._trigger_server()
+    return PortZeroController
 
 
 @dataclass
@@ -225,7 +243,6 @@ class SmtpServer:
     """aiosmtpd on 127.0.0.1 in a thread; optionally STARTTLS (required) and AUTH."""
 
     def __init__(self, tls: ssl.SSLContext | None = None, users: dict[str, str] | None = None):
-        from aiosmtpd.controller import Controller
         from aiosmtpd.smtp import AuthResult, LoginPassword
         self.received: list[Received] = []
         self.lock = threading.Lock()
@@ -245,13 +262,18 @@ class SmtpServer:
                   and users.get(auth_data.login.decode()) == auth_data.password.decode())
             return AuthResult(success=ok, handled=False, auth_data=auth_data if ok else None)
 
-        self.port = free_port()
         kwargs: dict = {}
         if tls is not None:
             kwargs.update(tls_context=tls, require_starttls=True)
         if users is not None:
             kwargs.update(authenticator=authenticator, auth_require_tls=tls is not None)
-        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, **kwargs)
+        self.controller = _controller_class()(Handler(), hostname="127.0.0.1", port=0, **kwargs)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (known once started)."""
+        assert self.controller.port, "the server is not started"
+        return self.controller.port
 
     def __enter__(self) -> "SmtpServer":
         self.controller.start()

@@ -61,15 +61,17 @@ def edit(tree: Path, commit: str, path: str, old: str, new: str) -> str:
 
 
 class Listener:
-    """A TCP listener on 127.0.0.1 outside any sandbox; ``connections`` counts who reached it."""
+    """A TCP listener on 127.0.0.1 outside any sandbox; ``count()`` says how many reached it."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
+        self.sock.listen(64)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
-        self.connections = 0
+        self._peers: list[tuple] = []
+        self._sentinels: set[tuple] = set()
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -77,11 +79,29 @@ class Listener:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
+                conn, peer = self.sock.accept()
             except (TimeoutError, OSError):
                 continue
-            self.connections += 1
+            with self._lock:
+                self._peers.append(peer)
             conn.close()
+
+    def count(self, timeout: float = 30) -> int:
+        """Connections made so far, once every one already made has been accepted: a connect()
+        returns after the handshake, so a finished build's attempts are queued ahead of the
+        sentinel this connects; when the sentinel is accepted, all of them are (no sleep)."""
+        import time
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            me = s.getsockname()
+            with self._lock:
+                self._sentinels.add(me)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                with self._lock:
+                    if me in self._peers:
+                        return sum(1 for p in self._peers if p not in self._sentinels)
+                time.sleep(0.01)
+        raise TimeoutError("the listener did not accept its own sentinel connection")
 
     def close(self) -> None:
         self._stop.set()

@@ -3,6 +3,7 @@ analyzer's call resolution is checked against), kernel sources at a series commi
 replaying kbuild's compile command with inline-report flags into a temp directory."""
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import subprocess
@@ -25,10 +26,11 @@ def objdump_symbols(obj: Path) -> dict[str, list[tuple[int, int, str]]]:
     return out
 
 
-def objdump_calls(obj: Path) -> Counter:
+def objdump_calls(obj: Path, insns: tuple[str, ...] = ("call",)) -> Counter:
     """(calling symbol, called symbol) -> number of direct ``call`` instructions, per ``objdump -dr``.
 
-    Only code inside function symbols counts (like the analyzer): e.g. the kernel's
+    ``insns=("call", "jmp")`` also counts tail jumps to another function's start (the analyzer
+    counts those as calls too). Only code inside function symbols counts (like the analyzer): e.g. the kernel's
     ``.altinstr_replacement`` snippets have no function symbol of their own.
     """
     syms = objdump_symbols(obj)
@@ -46,7 +48,7 @@ def objdump_calls(obj: Path) -> Counter:
             caller = h.group(1)
             continue
         m = _INSN.match(line)
-        if not m or m.group(2) != "call" or caller is None:
+        if not m or m.group(2) not in insns or caller is None:
             continue
         addr = int(m.group(1), 16)
         target = m.group(4) if not m.group(5) else None
@@ -61,6 +63,8 @@ def objdump_calls(obj: Path) -> Counter:
                     target = next((n for v, s, n in syms[name] if v <= off < v + s), None)
                 else:
                     target = name
+        if m.group(2) != "call" and (target == caller or m.group(5)):
+            continue            # a jump inside the function, not a tail call
         if target and caller in funcs:
             counts[(caller, target)] += 1
     return counts
@@ -102,3 +106,47 @@ def replay_with_flags(toolchain: str, sha: str, flags: list[str], out: Path) -> 
     with file_lock(build.parent / f".{build.name}.lock"):
         subprocess.run([*new, *flags], cwd=build, check=True, capture_output=True)
     return obj
+
+
+@functools.lru_cache(maxsize=16)       # the kernel tests ask about one object several times (5 s each)
+def dwarf_inlines(obj: Path, cu_suffix: str | None = None) -> dict[str, Counter]:
+    """Inlined copies per source function, by the function they sit in, as pyelftools reads them
+    from the object with its *own* relocation of the debug sections (none of the analyzer's code):
+    name -> Counter(enclosing subprogram's name -> DW_TAG_inlined_subroutine count).
+    A linked image's sections are already relocated (--emit-relocs leaves the relocations in: they
+    must not be applied twice); ``cu_suffix`` keeps only the units whose name ends so."""
+    from elftools.elf.elffile import ELFFile
+
+    def origin_name(die):
+        seen = 0
+        while die is not None and seen < 8:
+            if "DW_AT_name" in die.attributes:
+                return die.attributes["DW_AT_name"].value.decode()
+            for ref in ("DW_AT_abstract_origin", "DW_AT_specification"):
+                if ref in die.attributes:
+                    die = die.get_DIE_from_attribute(ref)
+                    break
+            else:
+                return None
+            seen += 1
+        return None
+
+    out: dict[str, Counter] = {}
+    with open(obj, "rb") as f:
+        elf = ELFFile(f)
+        dwarf = elf.get_dwarf_info(relocate_dwarf_sections=elf.header["e_type"] == "ET_REL")
+        for cu in dwarf.iter_CUs():
+            if cu_suffix and not cu.get_top_DIE().attributes["DW_AT_name"].value.decode().endswith(cu_suffix):
+                continue
+            def walk(die, sub):
+                for child in die.iter_children():
+                    if child.tag == "DW_TAG_subprogram":
+                        walk(child, origin_name(child))
+                        continue
+                    if child.tag == "DW_TAG_inlined_subroutine":
+                        name = origin_name(child)
+                        if name:
+                            out.setdefault(name, Counter())[sub or "?"] += 1
+                    walk(child, sub)
+            walk(cu.get_top_DIE(), None)
+    return out

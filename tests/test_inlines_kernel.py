@@ -13,7 +13,7 @@ from analyzer.calls import call_graph
 from analyzer.elf import load_images, read_symtab
 from analyzer.findings import compare, findings
 from analyzer.inlines import analyze
-from inline_oracles import objdump_calls, replay_with_flags, source_at
+from inline_oracles import dwarf_inlines, objdump_calls, replay_with_flags, source_at
 
 pytestmark = pytest.mark.kernel
 TOOLCHAINS = ("gcc-12", "clang-19")
@@ -44,10 +44,23 @@ def series(request, example_series, tmp_path_factory):
 def test_stock_inlines_the_always_inline_helpers(series):
     tc, built, facts, _ = series
     stock = facts[0].functions
+    want = dwarf_inlines(built[0].object_path)
     for name in RMQUEUE:
         assert stock[name].declared == "always_inline"
-        assert not stock[name].out_of_line and stock[name].inlined_count >= 1
+        assert not stock[name].out_of_line and stock[name].inlined_count == sum(want[name].values()) > 0
     assert "get_page_from_freelist" in stock["__rmqueue_smallest"].inlined_into
+
+
+def test_every_inlined_copy_against_pyelftools(series):
+    """Each commit's inlined copies of every function, per function they sit in, exactly as
+    pyelftools counts DW_TAG_inlined_subroutine entries after relocating the object's DWARF itself."""
+    tc, built, facts, _ = series
+    for b, f in zip(built, facts):
+        want = {n: dict(c) for n, c in dwarf_inlines(b.object_path).items()}
+        got = {n: x.inlined_into for n, x in f.functions.items() if x.inlined_count}
+        assert got == want, b.commit
+        assert all(x.inlined_count == sum(x.inlined_into.values()) for x in f.functions.values())
+        assert len(want) > 300
 
 
 def test_patch1_leaves_inline_helpers_out_of_line_with_the_reason(series):
@@ -82,7 +95,8 @@ def test_patch2_inlines_them_and_pushes_steal_suitable_fallback_out(series):
         assert p2.functions[name].declared == "always_inline" and not p2.functions[name].out_of_line
     push = found[("pushed_out_of_line", "steal_suitable_fallback")]
     assert "__rmqueue_fallback" in push.details["pushed_by"]
-    assert p1.functions["steal_suitable_fallback"].inlined_count >= 1
+    assert p1.functions["steal_suitable_fallback"].inlined_into == dict(dwarf_inlines(built[1].object_path)[
+        "steal_suitable_fallback"]) and p1.functions["steal_suitable_fallback"].inlined_count >= 1
     assert not p1.functions["steal_suitable_fallback"].out_of_line
     assert p2.functions["steal_suitable_fallback"].out_of_line
     assert p2.functions["steal_suitable_fallback"].declared == "plain"

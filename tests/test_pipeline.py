@@ -84,7 +84,7 @@ def _check_consistent(db: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_series_end_to_end(built, reference, sizediff, tmp_path):
+def test_series_end_to_end(built, reference, bloat_o_meter, tmp_path):
     db, proc = reference
     out = proc.stdout
     assert "6 built, 0 re-analyzed, 0 already stored, 0 failed" in proc.stderr
@@ -96,11 +96,19 @@ def test_series_end_to_end(built, reference, sizediff, tmp_path):
         assert fn["__rmqueue_smallest"].facts["reasons"]
         assert any(r.callee == "__rmqueue_smallest" and not r.passed for r in store.remarks_for(b.id))
         assert "__rmqueue_smallest" in store.object_facts(b.id)["mm/page_alloc.o"]["functions"]
-    # per patch and toolchain: the table is exactly sizediff's on the two objects
+    # per patch and toolchain (clang-19 stock -> patch 1 included): the table is exactly the kernel's
+    # scripts/bloat-o-meter on the two objects, under its own heading
+    pairs = 0
     for tc, objs in built.items():
         for old, new in zip(objs, objs[1:]):
-            want = sizediff(old.object_path, new.object_path).stdout.decode()
-            assert want in out, f"{tc} {new.subject}: sizediff table missing from the report"
+            ref = bloat_o_meter(old.object_path, new.object_path)
+            assert ref.returncode == 0 and ref.stdout.startswith(b"add/remove: "), ref.stderr
+            want = ref.stdout.decode()
+            (patch,) = [p for p in out.split("=== ")[1:] if p.split()[1] == new.commit[:12]]
+            section = patch.split(f"--- {tc} ")[1].split("\n--- ")[0]
+            assert want in section, f"{tc} {new.subject}: bloat-o-meter's table missing from the report"
+            pairs += 1
+    assert pairs == 4
     patches = out.split("\n=== ")[1:]
     assert len(patches) == 2
     for tc in TOOLCHAINS.split(","):
@@ -128,7 +136,7 @@ def test_series_end_to_end(built, reference, sizediff, tmp_path):
     # report and history from the store alone
     sha2 = built["gcc-12"][2].commit
     rep = run_cli("report", sha2[:10], "--toolchains", "gcc-12", db=db, check=True)
-    assert sizediff(built["gcc-12"][1].object_path, built["gcc-12"][2].object_path).stdout.decode() in rep.stdout
+    assert bloat_o_meter(built["gcc-12"][1].object_path, built["gcc-12"][2].object_path).stdout.decode() in rep.stdout
     series = run_cli("report", "1", db=db, check=True)
     assert series.stdout == out
     js = run_cli("report", sha2, "--json", db=db, check=True)
@@ -231,10 +239,12 @@ def test_resume_after_kill_of_a_running_sizewatch(built, reference, tmp_path):
             if stored:
                 break
         time.sleep(0.005)
+    assert p.poll() is None, "the run ended before it was killed: nothing was tested"
     p.send_signal(signal.SIGKILL)
-    p.wait()
+    assert p.wait() == -signal.SIGKILL
     _check_consistent(db)
     before = _counts(db)["builds"]
+    assert 0 < before < 6, before             # killed in the middle: some stored, some not
     again = run_series(db)
     assert f"{6 - before} built, 0 re-analyzed, {before} already stored" in again.stderr
     assert again.stdout == reference[1].stdout

@@ -27,7 +27,9 @@ def assert_same_as_oracle(sizediff, bloat_o_meter, old: Path, new: Path, *args: 
     assert ours.stdout == ref.stdout
     ours61 = sizediff("--no-weak", *args, old, new)
     ref61 = bloat_o_meter(*args, old, new, version="6.1")
-    assert ours61.stdout == ref61.stdout
+    assert ref61.returncode == 0, ref61.stderr
+    assert ours61.returncode == 0, ours61.stderr
+    assert ours61.stdout == ref61.stdout and ref61.stdout.startswith(b"add/remove: ")
     return ours.stdout.decode()
 
 
@@ -238,7 +240,7 @@ def test_bad_input_one_line_errors(fixture_pairs, sizediff, tmp_path):
         for args in ((path, good), (good, path)):
             res = sizediff(*args)
             err = res.stderr.decode()
-            assert res.returncode != 0, case
+            assert res.returncode == 1, (case, res.returncode)       # the README: exit status 1
             assert res.stdout == b"", case
             assert "Traceback" not in err, (case, err)
             assert len(err.strip().splitlines()) == 1 and err.startswith("sizediff: "), (case, err)
