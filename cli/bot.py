@@ -67,15 +67,32 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="the bot's TOML config")
 @click.option("--checks", type=click.Path(path_type=Path), help="write patchwork-style check JSON here")
 @click.option("--interval", default=None, help="poll interval without --once (e.g. 60s, 5m)")
+@click.option("--status", is_flag=True,
+              help="print what the bot has read, the series and their states, the mails with their text, "
+                   "and the policy in force (--config); reads the store only")
+@click.option("--json", "as_json", is_flag=True, help="with --status: print it as JSON")
 @db_option
 def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
-            config_file: Path | None, checks: Path | None, interval: str | None, db: str | None) -> None:
+            config_file: Path | None, checks: Path | None, interval: str | None, status: bool, as_json: bool,
+            db: str | None) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
     from ci.bot.service import Bot, Source, instance_lock
     with one_line_errors():
+        if status:
+            if maildir or mbox or series_file:
+                raise InputError("--status reads the store only: give no --maildir, --mbox or --series")
+            import json
+            from ci.bot.status import bot_status, text
+            policy = load_policy(config_file)
+            with open_store(db) as store:
+                st = bot_status(store, policy)
+            click.echo(json.dumps(st.to_dict(), indent=2) if as_json else text(st), nl=as_json)
+            return
+        if as_json:
+            raise InputError("--json goes with --status")
         given = [x for x in (maildir, mbox, series_file) if x is not None]
         if len(given) != 1:
             raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")

@@ -179,6 +179,10 @@ class BotStore(ABC):
     @abstractmethod
     def decisions(self, series_key: str) -> list[BotDecision]: ...
 
+    @abstractmethod
+    def message_counts(self) -> list[tuple[str, str, int, str]]:
+        """(source, kind, messages, last received_at) for everything read: what ``bot --status`` shows."""
+
 
 _MSG_COLS = ("message_id, source, source_key, kind, subject, from_name, from_addr, recipients, date, in_reply_to, "
              "refs, version, position, total, tags, note, received_at, raw_z, series_key")
@@ -382,3 +386,9 @@ class SqliteBotStore(BotStore):
         rows = self._conn().execute("SELECT id, series_key, finding_set, findings, outcome, decided_at FROM "
                                     "bot_decisions WHERE series_key = ? ORDER BY id", (series_key,))
         return [BotDecision(i, k, fs, json.loads(f), o, d) for i, k, fs, f, o, d in rows]
+
+    @retry_busy
+    def message_counts(self) -> list[tuple[str, str, int, str]]:
+        return [tuple(r) for r in self._conn().execute(
+            "SELECT source, kind, count(*), max(received_at) FROM bot_messages GROUP BY source, kind "
+            "ORDER BY source, kind")]
