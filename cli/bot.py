@@ -56,6 +56,8 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.command("bot")
 @click.option("--maildir", type=click.Path(path_type=Path), help="a maildir mirror of the list")
 @click.option("--mbox", type=click.Path(path_type=Path), help="an mbox mirror of the list")
+@click.option("--inbox", type=click.Path(path_type=Path),
+              help="a public-inbox v2 inbox or mirror of the list (git/N.git epochs), read commit by commit")
 @click.option("--series", "series_file", type=click.Path(path_type=Path),
               help="one series (an mbox file) to test now; implies --once, no waiting for missing patches")
 @click.option("--once", is_flag=True, help="poll once and exit (default: poll every --interval)")
@@ -72,7 +74,7 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
                    "and the policy in force (--config); reads the store only")
 @click.option("--json", "as_json", is_flag=True, help="with --status: print it as JSON")
 @db_option
-def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
+def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
             config_file: Path | None, checks: Path | None, interval: str | None, status: bool, as_json: bool,
             db: str | None) -> None:
@@ -82,8 +84,8 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
     from ci.bot.service import Bot, Source, instance_lock
     with one_line_errors():
         if status:
-            if maildir or mbox or series_file:
-                raise InputError("--status reads the store only: give no --maildir, --mbox or --series")
+            if maildir or mbox or inbox or series_file:
+                raise InputError("--status reads the store only: give no --maildir, --mbox, --inbox or --series")
             import json
             from ci.bot.status import bot_status, text
             policy = load_policy(config_file)
@@ -93,11 +95,13 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
             return
         if as_json:
             raise InputError("--json goes with --status")
-        given = [x for x in (maildir, mbox, series_file) if x is not None]
+        given = [x for x in (maildir, mbox, inbox, series_file) if x is not None]
         if len(given) != 1:
-            raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")
+            raise InputError("give exactly one of --maildir DIR, --mbox FILE, --inbox DIR or --series FILE")
         if maildir is not None:
             source = Source("maildir", maildir)
+        elif inbox is not None:
+            source = Source("inbox", inbox)
         elif mbox is not None:
             source = Source("mbox", mbox)
         else:

@@ -180,6 +180,11 @@ class BotStore(ABC):
     def decisions(self, series_key: str) -> list[BotDecision]: ...
 
     @abstractmethod
+    def rekey(self, source: str, keys: dict[str, str]) -> None:
+        """Messages already stored, found again in ``source`` under a new key (message id -> key): a
+        public-inbox mirror whose history was rewritten holds them at new commits."""
+
+    @abstractmethod
     def message_counts(self) -> list[tuple[str, str, int, str]]:
         """(source, kind, messages, last received_at) for everything read: what ``bot --status`` shows."""
 
@@ -392,3 +397,9 @@ class SqliteBotStore(BotStore):
         return [tuple(r) for r in self._conn().execute(
             "SELECT source, kind, count(*), max(received_at) FROM bot_messages GROUP BY source, kind "
             "ORDER BY source, kind")]
+
+    def rekey(self, source: str, keys: dict[str, str]) -> None:
+        if keys:
+            with self._tx() as conn:
+                conn.executemany("UPDATE bot_messages SET source_key = ? WHERE message_id = ? AND source = ?",
+                                 [(k, mid, source) for mid, k in keys.items()])

@@ -38,6 +38,7 @@ from ci import pipeline
 from ci.pipeline import builder
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
+from ci.bot.inbox import check_inbox, read_inbox
 from ci.bot.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
@@ -63,7 +64,7 @@ def _crash_point(name: str) -> None:
 
 @dataclass(frozen=True)
 class Source:
-    kind: str                                  # maildir | mbox
+    kind: str                                  # maildir | mbox | inbox (public-inbox v2)
     path: Path
     immediate: bool = False                    # one series from the command line: no waiting
 
@@ -72,11 +73,12 @@ class Source:
         return f"{self.kind}:{self.path.resolve()}"
 
     def check(self) -> None:
-        """One-line error now when the maildir / mbox is not there."""
-        (check_maildir if self.kind == "maildir" else check_mbox)(self.path)
+        """One-line error now when the maildir / mbox / inbox is not there."""
+        {"maildir": check_maildir, "mbox": check_mbox, "inbox": check_inbox}[self.kind](self.path)
 
     def read(self, known: set[str]) -> Iterator[tuple[str, bytes]]:
-        return read_maildir(self.path, known) if self.kind == "maildir" else read_mbox(self.path, known)
+        reader = {"maildir": read_maildir, "mbox": read_mbox, "inbox": read_inbox}[self.kind]
+        return reader(self.path, known)
 
 
 @dataclass
@@ -183,6 +185,10 @@ class Bot:
         new = [m for mid, m in parsed.items() if mid not in seen]
         if not self.dry and new:
             self.store.bot.record_messages(new)
+        if not self.dry and source.kind == "inbox" and seen:
+            # a rewritten (force-pushed) inbox holds known messages at new commits: remember where,
+            # so the next poll does not walk back over them again
+            self.store.bot.rekey(label, {mid: parsed[mid].source_key for mid in seen})
         return new
 
     # --- 3 and 4 ----------------------------------------------------------------------------------
