@@ -199,6 +199,16 @@ def test_policy_file():
     assert duration(45, "x") == timedelta(seconds=45) and duration("2d", "x") == timedelta(days=2)
 
 
+def test_min_compilers_is_checked():
+    from analyzer.errors import InputError
+    from ci.bot.policy import parse_policy
+    assert parse_policy("[bot]\ntoolchains = ['gcc-12', 'clang-19']\n[report]\nmin_compilers = 2\n").report.min_compilers == 2
+    for text, msg in (("[report]\nmin_compilers = 0\n", "must be at least 1"),
+                      ("[bot]\ntoolchains = ['gcc-12']\n[report]\nmin_compilers = 2\n", "more than the 1 toolchains")):
+        with pytest.raises(InputError, match=msg):
+            parse_policy(text)
+
+
 @pytest.mark.parametrize("text, msg", [
     ("[bot]\ntoolchain = ['gcc-12']\n", "unknown key 'toolchain'"),
     ("[reprot]\n", "unknown section [reprot]"),
@@ -365,3 +375,14 @@ def test_verdicts_follow_the_rules():
     assert series_findings(report(carried), ReportRules()) == []
     # the finding set is order-free and changes with the findings
     assert finding_set(got) == finding_set(list(reversed(got))) != finding_set(got[:1])
+    # K of N: with min_compilers = 2 only what two compilers agree on (kind, function, patch) is kept;
+    # build breakage under one compiler is still reported
+    gcc = [("always_inline_copy", "y", None, "never"), ("hot_not_inlined", "z", None, "cost")]
+    clang = [("always_inline_copy", "y", None, "never"), ("hot_not_inlined", "w", None, "cost")]
+    two = report(_tc("gcc-12", findings=gcc, net=150), _tc("clang-19", findings=clang, net=50))
+    assert len(series_findings(two, ReportRules(growth_bytes=100))) == 5
+    agreed = series_findings(two, ReportRules(growth_bytes=100, min_compilers=2))
+    assert sorted((r.kind, r.function, r.toolchain) for r in agreed) == \
+        [("always_inline_copy", "y", "clang-19"), ("always_inline_copy", "y", "gcc-12")]
+    broken = report(_tc("gcc-12", "failed"), _tc("clang-19"))
+    assert [r.kind for r in series_findings(broken, ReportRules(min_compilers=2))] == ["build_error_one_compiler"]

@@ -11,7 +11,7 @@ from the environment (``password_env``) instead of the file.
     [watch]   lists, senders, opt_out
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
-              growth_bytes, growth_percent, not_applied, incomplete
+              growth_bytes, growth_percent, not_applied, incomplete, min_compilers
     [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
     [outbox]  path
 """
@@ -82,6 +82,7 @@ class ReportRules:
     growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
     not_applied: bool = True             # say (once) that a series does not apply
     incomplete: bool = True              # say (once) that a series stayed incomplete
+    min_compilers: int = 1               # a finding is mailed when at least this many compilers agree on it
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,12 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     path = _check(outbox.get("path", ""), str, f"{source}: [outbox].path")
     if "dashboard_url" in bot:
         bot["dashboard_url"] = bot["dashboard_url"].rstrip("/")
+    if report.min_compilers < 1:
+        raise InputError(f"{source}: [report].min_compilers: must be at least 1")
+    n_tc = len(bot.get("toolchains", DEFAULT_TOOLCHAINS))
+    if report.min_compilers > n_tc:
+        raise InputError(f"{source}: [report].min_compilers: {report.min_compilers} is more than the "
+                         f"{n_tc} toolchains tested (no finding could ever be mailed)")
     if "@" not in bot.get("address", "x@y"):
         raise InputError(f"{source}: [bot].address: not a mail address: {bot['address']!r}")
     return Policy(**bot, watch=watch, report=report, smtp=smtp, outbox=path, source=source)

@@ -81,13 +81,28 @@ def build_breakage(p: PatchReport, rules: ReportRules) -> list[Reportable]:
     return out
 
 
+def agreed(items: list[Reportable], k: int) -> list[Reportable]:
+    """The findings that at least ``k`` compilers agree on: the same kind about the same function
+    (or target) in the same patch, under k different toolchains. One compiler's quirk stays quiet
+    when the policy asks for agreement (``[report] min_compilers``)."""
+    if k <= 1:
+        return items
+    votes: dict[tuple, set[str]] = {}
+    for r in items:
+        votes.setdefault((r.position, r.kind, r.function), set()).add(r.toolchain)
+    return [r for r in items if len(votes[(r.position, r.kind, r.function)]) >= k]
+
+
 def series_findings(report: SeriesReport, rules: ReportRules) -> list[Reportable]:
-    """Everything reportable in a tested series, in mail order."""
+    """Everything reportable in a tested series, in mail order. Build breakage is reported whatever
+    ``min_compilers`` says: a patch that breaks the build under one compiler is broken."""
     out: list[Reportable] = []
     for p in report.patches:
         if p.commit is None:
             continue
         out += build_breakage(p, rules)
+        found: list[Reportable] = []
         for t in p.toolchains:
-            out += toolchain_findings(p, t, rules)
+            found += toolchain_findings(p, t, rules)
+        out += agreed(found, rules.min_compilers)
     return sorted(out, key=reportable_order)
