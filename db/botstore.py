@@ -180,6 +180,10 @@ class BotStore(ABC):
     def decisions(self, series_key: str) -> list[BotDecision]: ...
 
     @abstractmethod
+    def replies_to(self, message_ids: Iterable[str]) -> list[BotMessage]:
+        """Stored replies (with their text) to any of these messages: where review trailers come from."""
+
+    @abstractmethod
     def rekey(self, source: str, keys: dict[str, str]) -> None:
         """Messages already stored, found again in ``source`` under a new key (message id -> key): a
         public-inbox mirror whose history was rewritten holds them at new commits."""
@@ -403,3 +407,13 @@ class SqliteBotStore(BotStore):
             with self._tx() as conn:
                 conn.executemany("UPDATE bot_messages SET source_key = ? WHERE message_id = ? AND source = ?",
                                  [(k, mid, source) for mid, k in keys.items()])
+
+    @retry_busy
+    def replies_to(self, message_ids: Iterable[str]) -> list[BotMessage]:
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return []
+        rows = self._conn().execute(f"SELECT {_MSG_COLS} FROM bot_messages WHERE kind = 'reply' AND raw_z IS NOT NULL "
+                                    f"AND in_reply_to IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                                    (json.dumps(ids),))
+        return [_msg(r) for r in rows]

@@ -135,6 +135,8 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
         return m
     if _REPLY.match(subject) or not _PATCH.search(subject):
         m.kind = "reply" if (_REPLY.match(subject) or m.in_reply_to) else "other"
+        if m.kind == "reply":
+            m.raw = raw                        # its trailers (Reviewed-by...) are folded into the patches
         return m
     pos, total, ver = patch_tag(subject)
     text = _body_text(raw)

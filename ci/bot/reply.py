@@ -139,15 +139,15 @@ def tested_block(ctx: TestContext, policy: Policy, original: BotMessage, p: Patc
 
 
 def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, toolchains: list[str]) -> list[str]:
-    """b4 fetches the whole series from any of its Message-IDs; sizewatch builds it as the bot did."""
+    """b4 fetches the whole series from any of its Message-IDs, with the reviewers' trailers folded in as
+    the bot folded them (ci.bot.trailers), so ``sizewatch run`` builds the same commits the bot did."""
     mid = head.message_id.strip("<>")
     fetch = f"  b4 am -o - {mid} > series.mbx"
     out: list[str] = []
     if len(fetch) <= WIDTH:
         out.append(fetch)
-    else:
-        out += para("# save the series as series.mbx, e.g. b4 am -o - <Message-ID of the series' first mail>",
-                    "  # ", "  ")
+    else:                                     # a shell continuation keeps it one command, as printed
+        out += ["  b4 am -o - \\", f"      {mid} \\", "      > series.mbx"]
     out.append(f"  sizewatch run --tree {ctx.tree_spec} --series series.mbx --base {short(ctx.base_sha)} \\")
     out.append(f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}")
     if commit_sha:

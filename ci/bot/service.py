@@ -39,6 +39,7 @@ from ci.pipeline import builder
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.bot.inbox import check_inbox, read_inbox
+from ci.bot.trailers import am_patches
 from ci.bot.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
@@ -325,12 +326,26 @@ class Bot:
         tmp = path.with_suffix(".tmp")
         tmp.unlink(missing_ok=True)
         box = mailbox.mbox(str(tmp), create=True)
-        for m in s.messages:
-            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + am_ready(m.raw))
+        for m in self.am_messages(s):
+            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + m)
         box.flush()
         box.close()
         os.replace(tmp, path)
         return path
+
+    def am_messages(self, s: PostedSeries) -> list[bytes]:
+        """The cover letter, then the patches as ``b4 am`` gives them: reviewers' trailers from the
+        stored replies folded in (ci.bot.trailers); as posted when b4 cannot assemble them."""
+        covers = [m for m in s.messages if m.kind == "cover"]
+        patches = [m for m in s.messages if m.kind != "cover"]
+        replies = self.store.bot.replies_to(m.message_id for m in s.messages)
+        folded, why = am_patches([m.raw for m in s.messages] + [r.raw for r in replies], s.version)
+        if folded is not None and len(folded) != len(patches):
+            folded, why = None, f"b4 gave {len(folded)} patches for {len(patches)}"
+        if folded is None:
+            self.log(f"bot: {s.subject[:60]}: applying the patches as posted ({why})")
+            folded = [am_ready(m.raw) for m in patches]
+        return [am_ready(m.raw) for m in covers] + folded
 
     def context(self, ser, s: PostedSeries) -> TestContext:
         if s.base_commit and ser.base_sha.startswith(s.base_commit):
