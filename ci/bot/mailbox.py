@@ -89,6 +89,11 @@ def _addresses(heads: dict[str, list[str]], name: str) -> list[str]:
     return out
 
 
+def body_text(raw: bytes) -> str:
+    """A message's plain-text body (its commit message and diff, for a patch)."""
+    return _body_text(raw)
+
+
 def _body_text(raw: bytes) -> str:
     """The plain-text body (transfer encoding and charset undone); only patches need it."""
     try:

@@ -161,8 +161,9 @@ def signature(policy: Policy) -> list[str]:
 
 
 def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
-                  ctx: TestContext, policy: Policy) -> str:
-    """The mail about one patch's findings."""
+                  ctx: TestContext, policy: Policy, justified: tuple[str, str, int] | None = None) -> str:
+    """The mail about one patch's findings; ``justified``: (trailer, its value, findings silenced) when the
+    patch carries the list's justification trailer."""
     names = {r.toolchain for r in items}
     affected = [t for t in p.toolchains if t.toolchain in names]
     n = len(ctx.toolchains)
@@ -180,6 +181,16 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
     out.append("Findings against the parent commit (flagged ones prefixed by >>):")
     out.append("")
     out += findings_block(p, items, affected)
+    shrunk = [t for t in p.toolchains if t.tables and t.tables[0].net < 0] if policy.report.shrinks_note else []
+    if shrunk:
+        out += para("Good news: this patch shrinks " + ", ".join(
+            f"{t.target} by {-t.tables[0].net} bytes under {t.toolchain}" for t in shrunk) + ".")
+        out.append("")
+    if justified:
+        name, value, n = justified
+        out += para(f"Not flagged: {n} growth finding{'s' if n != 1 else ''} of this patch, justified by "
+                    f"its {name}: {value}")
+        out.append("")
     url = f"{policy.dashboard_url}/commit/{p.commit.sha}" if p.commit else policy.dashboard_url
     for t in affected:
         if t.tables:

@@ -40,7 +40,7 @@ from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.bot.inbox import check_inbox, read_inbox
 from ci.bot.trailers import am_patches
-from ci.bot.mailbox import am_ready, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
+from ci.bot.mailbox import am_ready, body_text, check_maildir, check_mbox, parse_mail, read_maildir, read_mbox
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.bot.policy import Policy
@@ -386,6 +386,10 @@ class Bot:
         report = pipeline.report(self.store, plan, toolchains, targets)
         assert isinstance(report, SeriesReport)
         items = verdict.series_findings(report, pol.report)
+        trailer = pol.list_rules(s.head.to + s.head.cc, [s.head.list_id]).justification_trailer
+        given = {pos: v for pos, m in by_pos.items() if m.raw
+                 and (v := verdict.trailer_value(body_text(m.raw), trailer)) is not None}
+        items, silenced = verdict.justified(items, given)
         outcome = self._outcome(s, items)
         mails = []
         if outcome == "mail":
@@ -393,7 +397,8 @@ class Bot:
                 mine = [r for r in items if r.position == p.position]
                 if not mine or p.position not in by_pos:
                     continue
-                body = findings_body(by_pos[p.position], p, mine, ctx, pol)
+                why = (trailer, given[p.position], len(silenced[p.position])) if p.position in silenced else None
+                body = findings_body(by_pos[p.position], p, mine, ctx, pol, why)
                 mails.append(self._mail(s, items, by_pos[p.position], body, now, p.position))
         self.decide(s, "tested", items, outcome, mails, res, ser.id,
                     f"{len(items)} reportable finding(s)")
