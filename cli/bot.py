@@ -56,6 +56,8 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.command("bot")
 @click.option("--maildir", type=click.Path(path_type=Path), help="a maildir mirror of the list")
 @click.option("--mbox", type=click.Path(path_type=Path), help="an mbox mirror of the list")
+@click.option("--inbox", type=click.Path(path_type=Path),
+              help="a public-inbox v2 inbox or mirror of the list (git/N.git epochs), read commit by commit")
 @click.option("--series", "series_file", type=click.Path(path_type=Path),
               help="one series (an mbox file) to test now; implies --once, no waiting for missing patches")
 @click.option("--once", is_flag=True, help="poll once and exit (default: poll every --interval)")
@@ -67,12 +69,14 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="the bot's TOML config")
 @click.option("--checks", type=click.Path(path_type=Path), help="write patchwork-style check JSON here")
 @click.option("--interval", default=None, help="poll interval without --once (e.g. 60s, 5m)")
-@click.option("--status", is_flag=True, help="show what needs the operator (quarantined mail, infrastructure "
-                                             "failures, unsent mails) and exit")
+@click.option("--status", is_flag=True,
+              help="print what the bot has read, the series and their states, the mails with their text, "
+                   "and the policy in force (--config); reads the store only")
+@click.option("--json", "as_json", is_flag=True, help="with --status: print it as JSON")
 @db_option
-def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
+def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
-            config_file: Path | None, checks: Path | None, interval: str | None, status: bool,
+            config_file: Path | None, checks: Path | None, interval: str | None, status: bool, as_json: bool,
             db: str | None) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
@@ -80,15 +84,24 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
     from ci.bot.service import Bot, Source, instance_lock
     with one_line_errors():
         if status:
+            if maildir or mbox or inbox or series_file:
+                raise InputError("--status reads the store only: give no --maildir, --mbox, --inbox or --series")
+            import json
+            from ci.bot.status import bot_status, text
+            policy = load_policy(config_file)
             with open_store(db, read_only=True) as store:
-                for line in status_lines(store):
-                    click.echo(line)
+                st = bot_status(store, policy)
+            click.echo(json.dumps(st.to_dict(), indent=2) if as_json else text(st), nl=as_json)
             return
-        given = [x for x in (maildir, mbox, series_file) if x is not None]
+        if as_json:
+            raise InputError("--json goes with --status")
+        given = [x for x in (maildir, mbox, inbox, series_file) if x is not None]
         if len(given) != 1:
-            raise InputError("give exactly one of --maildir DIR, --mbox FILE or --series FILE")
+            raise InputError("give exactly one of --maildir DIR, --mbox FILE, --inbox DIR or --series FILE")
         if maildir is not None:
             source = Source("maildir", maildir)
+        elif inbox is not None:
+            source = Source("inbox", inbox)
         elif mbox is not None:
             source = Source("mbox", mbox)
         else:
@@ -126,24 +139,3 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, series_file: Path | None, o
                     break
             if failed:
                 sys.exit(1)
-
-
-
-def status_lines(store) -> list[str]:
-    """``sizewatch bot --status``: series by state, then what needs the operator (ci.bot.status)."""
-    from ci.bot.status import bot_status
-    st = bot_status(store)
-    out = ["series: " + (", ".join(f"{n} {k}" for k, n in st["series"].items()) or "none")]
-    for part, title in (("infra_failures", "infrastructure failures (nothing mailed; tried again each poll)"),
-                        ("quarantined_series", "quarantined series (nothing mailed; not tried again)")):
-        if st[part]:
-            out.append(f"{title}: {len(st[part])}")
-            out += [f"  {x['key'][:100]}  {x['updated_at']}  {x['subject'][:60]!r}: {x['note'][:200]}"
-                    for x in st[part]]
-    aside = st["set_aside"]
-    out.append(f"quarantined or malformed messages: {aside['count']}"
-               + (f" (the newest {aside['shown']})" if aside["count"] > aside["shown"] else ""))
-    out += [f"  {m['kind']:11} {m['message_id'][:80]}  {m['received_at']}  {m['subject'][:60]!r}: {m['reason'][:200]}"
-            for m in aside["messages"]]
-    out.append("mails: " + (", ".join(f"{n} {k}" for k, n in st["mails"].items()) or "none"))
-    return out

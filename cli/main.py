@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("cli.pipeline", "run_cmd"),
     "report": ("cli.pipeline", "report_cmd"),
     "history": ("cli.pipeline", "history_cmd"),
+    "bisect": ("cli.bisect", "bisect_cmd"),
     "bot": ("cli.bot", "bot_cmd"),
     "serve": ("cli.serve", "serve_cmd"),
     "db": ("cli.db", "db_cmd"),

@@ -18,9 +18,12 @@ from cli.common import db_option, one_line_errors
               help="read the token from the first line of this file (keeps it out of the process list)")
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 256),
               help="request threads (pages are CPU work under one GIL: more threads only queue behind each other)")
-def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, threads: int) -> None:
+@click.option("--bot-config", type=click.Path(dir_okay=False), default=None,
+              help="the bot's TOML config: the policy the /bot page shows (default: the built-in defaults)")
+def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, threads: int,
+              bot_config: str | None) -> None:
     """Serve the dashboard (pages, JSON API under /api/) for a store."""
     from web.server import serve, settings_for
     with one_line_errors():
-        settings = settings_for(db, token, token_file)
+        settings = settings_for(db, token, token_file, bot_config)
         serve(settings, host, port, threads)

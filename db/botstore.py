@@ -185,6 +185,19 @@ class BotStore(ABC):
     @abstractmethod
     def decisions(self, series_key: str) -> list[BotDecision]: ...
 
+    @abstractmethod
+    def replies_to(self, message_ids: Iterable[str]) -> list[BotMessage]:
+        """Stored replies (with their text) to any of these messages: where review trailers come from."""
+
+    @abstractmethod
+    def rekey(self, source: str, keys: dict[str, str]) -> None:
+        """Messages already stored, found again in ``source`` under a new key (message id -> key): a
+        public-inbox mirror whose history was rewritten holds them at new commits."""
+
+    @abstractmethod
+    def message_counts(self) -> list[tuple[str, str, int, str]]:
+        """(source, kind, messages, last received_at) for everything read: what ``bot --status`` shows."""
+
 
 _MSG_COLS = ("message_id, source, source_key, kind, subject, from_name, from_addr, recipients, date, in_reply_to, "
              "refs, version, position, total, tags, note, received_at, raw_z, series_key")
@@ -403,3 +416,25 @@ class SqliteBotStore(BotStore):
         rows = self._conn().execute("SELECT id, series_key, finding_set, findings, outcome, decided_at FROM "
                                     "bot_decisions WHERE series_key = ? ORDER BY id", (series_key,))
         return [BotDecision(i, k, fs, json.loads(f), o, d) for i, k, fs, f, o, d in rows]
+
+    @retry_busy
+    def message_counts(self) -> list[tuple[str, str, int, str]]:
+        return [tuple(r) for r in self._conn().execute(
+            "SELECT source, kind, count(*), max(received_at) FROM bot_messages GROUP BY source, kind "
+            "ORDER BY source, kind")]
+
+    def rekey(self, source: str, keys: dict[str, str]) -> None:
+        if keys:
+            with self._tx() as conn:
+                conn.executemany("UPDATE bot_messages SET source_key = ? WHERE message_id = ? AND source = ?",
+                                 [(k, mid, source) for mid, k in keys.items()])
+
+    @retry_busy
+    def replies_to(self, message_ids: Iterable[str]) -> list[BotMessage]:
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return []
+        rows = self._conn().execute(f"SELECT {_MSG_COLS} FROM bot_messages WHERE kind = 'reply' AND raw_z IS NOT NULL "
+                                    f"AND in_reply_to IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                                    (json.dumps(ids),))
+        return [_msg(r) for r in rows]

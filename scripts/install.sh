@@ -17,6 +17,8 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev
   # the dashboard: a real browser for its tests (driven through chromedriver), a load tool for its bench
   chromium chromium-driver wrk
+  # the bot's list input: public-inbox v2 inboxes (its tests make real ones with public-inbox-init/-mda)
+  public-inbox
 )
 # the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is present
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)

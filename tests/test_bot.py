@@ -188,18 +188,26 @@ def test_mail_content_is_the_real_build(scenario, bloat_o_meter):
     t1, t2 = body(m1.message), body(m2.message)
     with open_store(scenario["db"]) as store:
         ser = store.get_series(COVER_ID)
-    assert [p.commit_sha for p in ser.patches] == [c.commit for c in built["gcc-12"][1:]]   # same commits
+    shas = [p.commit_sha for p in ser.patches]
+    # patch 1 is the example's commit; patch 2 got Vlastimil's Reviewed-by from his reply folded in
+    # (b4's series logic, as b4 am does): another commit of the same tree, so the same objects
+    assert shas[0] == built["gcc-12"][1].commit and shas[1] != built["gcc-12"][2].commit
+    from toolchains.source import ensure_source
+    assert "Reviewed-by: Vlastimil Babka <vbabka@suse.cz>" in subprocess.run(
+        ["git", "-C", str(ensure_source("6.1").path), "log", "-1", "--format=%B", shas[1]],
+        capture_output=True, text=True, check=True).stdout
+    commits = [built["gcc-12"][0].commit, *shas]
     for tc in TOOLCHAINS:
         version = builder.toolchain_info(tc)[1]
-        for text, (old, new) in ((t1, built[tc][:2]), (t2, built[tc][1:])):
+        for text, (old, new), (old_sha, new_sha) in ((t1, built[tc][:2], commits[:2]), (t2, built[tc][1:], commits[1:])):
             ref = bloat_o_meter(old.object_path, new.object_path)        # the kernel's own script
             assert ref.returncode == 0 and ref.stdout.startswith(b"add/remove: "), ref.stderr
             table = ref.stdout.decode()
             assert table in text, f"{tc}: bloat-o-meter table of {new.subject} missing"
             assert f"bloat-o-meter, {tc}, mm/page_alloc.o (parent -> this patch):" in text
             assert version in text                                   # the exact compiler version
-            assert f"http://127.0.0.1:5000/commit/{new.commit}" in text
-            assert f"commit:        {new.commit[:12]} as applied by git am (parent {old.commit[:12]})" in text
+            assert f"http://127.0.0.1:5000/commit/{new_sha}" in text
+            assert f"commit:        {new_sha[:12]} as applied by git am (parent {old_sha[:12]})" in text
         # patch 1 pushes the hot helpers out of line, with the compiler's reason; patch 2 grows
         # get_page_from_freelist across cache lines and the object beyond the 1024-byte limit
         p1 = t1.split(f"\n{tc}:\n", 1)[1].split("\n\n")[0]
@@ -219,7 +227,7 @@ def test_mail_content_is_the_real_build(scenario, bloat_o_meter):
         assert "  sizewatch run --tree 6.1 --series series.mbx --base 624c6bb3bc79 \\" in text
         assert "      --toolchains gcc-12,clang-19 --targets mm/page_alloc.o" in text
     # the reproduce command prints the same table from the store
-    sha2 = built["gcc-12"][2].commit
+    sha2 = shas[1]
     assert f"  sizewatch report {sha2[:12]} --toolchains gcc-12,clang-19" in t2
     rep = subprocess.run([*sizewatch_cmd(), "report", sha2[:12], "--toolchains", "gcc-12", "--db",
                           str(scenario["db"])], capture_output=True, text=True, timeout=120)

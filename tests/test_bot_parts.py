@@ -41,7 +41,7 @@ def test_parse_the_list_as_delivered():
     assert p1.subject.startswith("[PATCH 1/2] mm/page_alloc: return __rmqueue() etc. to plain static inline")
     assert p1.raw and cover.raw                      # kept for git am
     (reply,) = parsed(botlist.review_reply())
-    assert reply.kind == "reply" and not reply.raw
+    assert reply.kind == "reply" and reply.raw      # kept: its trailers are folded into the patches (b4)
     v2 = parsed(*botlist.series_v2())
     assert [m.version for m in v2] == [2, 2, 2] and v2[0].in_reply_to == botlist.COVER_ID
 
@@ -197,6 +197,16 @@ def test_policy_file():
     assert p.smtp.secret() == "hunter2" and "hunter2" not in repr(p)
     assert Policy().watch.watches_list([], []) and Policy().watch.watches_sender("anyone@x")
     assert duration(45, "x") == timedelta(seconds=45) and duration("2d", "x") == timedelta(days=2)
+
+
+def test_min_compilers_is_checked():
+    from analyzer.errors import InputError
+    from ci.bot.policy import parse_policy
+    assert parse_policy("[bot]\ntoolchains = ['gcc-12', 'clang-19']\n[report]\nmin_compilers = 2\n").report.min_compilers == 2
+    for text, msg in (("[report]\nmin_compilers = 0\n", "must be at least 1"),
+                      ("[bot]\ntoolchains = ['gcc-12']\n[report]\nmin_compilers = 2\n", "more than the 1 toolchains")):
+        with pytest.raises(InputError, match=msg):
+            parse_policy(text)
 
 
 @pytest.mark.parametrize("text, msg", [
@@ -365,3 +375,80 @@ def test_verdicts_follow_the_rules():
     assert series_findings(report(carried), ReportRules()) == []
     # the finding set is order-free and changes with the findings
     assert finding_set(got) == finding_set(list(reversed(got))) != finding_set(got[:1])
+    # K of N: with min_compilers = 2 only what two compilers agree on (kind, function, patch) is kept;
+    # build breakage under one compiler is still reported
+    gcc = [("always_inline_copy", "y", None, "never"), ("hot_not_inlined", "z", None, "cost")]
+    clang = [("always_inline_copy", "y", None, "never"), ("hot_not_inlined", "w", None, "cost")]
+    two = report(_tc("gcc-12", findings=gcc, net=150), _tc("clang-19", findings=clang, net=50))
+    assert len(series_findings(two, ReportRules(growth_bytes=100))) == 5
+    agreed = series_findings(two, ReportRules(growth_bytes=100, min_compilers=2))
+    assert sorted((r.kind, r.function, r.toolchain) for r in agreed) == \
+        [("always_inline_copy", "y", "clang-19"), ("always_inline_copy", "y", "gcc-12")]
+    broken = report(_tc("gcc-12", "failed"), _tc("clang-19"))
+    assert [r.kind for r in series_findings(broken, ReportRules(min_compilers=2))] == ["build_error_one_compiler"]
+
+
+def test_justification_trailer_silences_growth_for_that_patch_and_the_mail_says_so():
+    from analyzer.errors import InputError
+    from ci.bot.policy import ListRules, ReportRules, parse_policy
+    from ci.bot.reply import TestContext, findings_body
+    from ci.bot.verdict import justified, series_findings, trailer_value
+    from ci.reports.model import PatchReport, SeriesReport
+    from db.models import Commit, Series
+    from toolchains.kbuild import Config
+    pol = parse_policy('[lists."linux-mm@kvack.org"]\njustification_trailer = "Size-Justification"\n')
+    (p2,) = parsed(botlist.series_v1()[2])
+    assert pol.list_rules(p2.to + p2.cc, [p2.list_id]) == ListRules("Size-Justification")
+    assert pol.list_rules(["netdev@vger.kernel.org"], []) == ListRules()
+    with pytest.raises(InputError, match="not a trailer name"):
+        parse_policy('[lists."x@y"]\njustification_trailer = "Size Justification:"\n')
+    with pytest.raises(InputError, match="unknown key"):
+        parse_policy('[lists."x@y"]\njustification = "Size-Justification"\n')
+    # the trailer is read from the commit message only, not from the diff below ---
+    body = ("mm: grow on purpose\n\nWorth it.\n\nSize-Justification: +1.5 KB buys 4% on the page allocator bench\n"
+            "Signed-off-by: A <a@example.org>\n---\n mm/page_alloc.c | 2 +-\n")
+    assert trailer_value(body, "Size-Justification") == "+1.5 KB buys 4% on the page allocator bench"
+    assert trailer_value("x\n---\n+Size-Justification: in the diff\n", "Size-Justification") is None
+    assert trailer_value(body, "") is None
+    # growth and boundary crossings of that patch are silenced; its other findings and other patches stay
+    finds = [("boundary_crossing", "get_page_from_freelist", 7, None), ("always_inline_copy", "y", None, "never")]
+
+    def patch(pos):
+        return PatchReport(Commit(str(pos) * 40, "b" * 40), pos, "s", "applied", "",
+                           [_tc("gcc-12", net=2000, findings=finds)])
+    report = SeriesReport(Series("t", "<m>"), [patch(1), patch(2)])
+    items = series_findings(report, ReportRules(growth_bytes=100))
+    kept, silenced = justified(items, {2: "worth it"})
+    assert sorted((r.position, r.kind) for r in kept) == [(1, "always_inline_copy"), (1, "boundary_crossing"),
+                                                          (1, "growth"), (2, "always_inline_copy")]
+    assert sorted(r.kind for r in silenced[2]) == ["boundary_crossing", "growth"]
+    ctx = TestContext("linux-6.1", "6.1", "c" * 40, "base", 1, [("gcc-12", "gcc-12 1.0")], ["mm/page_alloc.o"],
+                      Config())
+    mine = [r for r in kept if r.position == 2]
+    text = findings_body(p2, report.patches[1], mine, ctx, Policy(address=botlist.BOT),
+                         ("Size-Justification", "worth it", 2))
+    assert "Not flagged: 2 growth findings of this patch, justified by its Size-Justification: worth it" in \
+        " ".join(text.split())
+    assert ">> always_inline_copy" in text and ">> growth" not in text
+
+
+def test_shrinks_note_only_when_asked():
+    from ci.bot.policy import ReportRules, parse_policy
+    from ci.bot.reply import TestContext, findings_body
+    from ci.bot.verdict import series_findings
+    from ci.reports.model import PatchReport, SeriesReport
+    from db.models import Commit, Series
+    from toolchains.kbuild import Config
+    assert parse_policy("[report]\nshrinks_note = true\n").report.shrinks_note is True
+    finds = [("always_inline_copy", "y", None, "never")]
+    p = PatchReport(Commit("a" * 40, "b" * 40), 1, "s", "applied", "",
+                    [_tc("gcc-12", net=-300, findings=finds), _tc("clang-19", net=40, findings=finds)])
+    items = series_findings(SeriesReport(Series("t", "<m>"), [p]), ReportRules())
+    ctx = TestContext("linux-6.1", "6.1", "c" * 40, "base", 1, [("gcc-12", "gcc-12 1.0"), ("clang-19", "clang 1")],
+                      ["mm/page_alloc.o"], Config())
+    (p2,) = parsed(botlist.series_v1()[2])
+    quiet = findings_body(p2, p, items, ctx, Policy(address=botlist.BOT))
+    assert "shrinks" not in quiet
+    noted = findings_body(p2, p, items, ctx, Policy(address=botlist.BOT, report=ReportRules(shrinks_note=True)))
+    assert "Good news: this patch shrinks mm/page_alloc.o by 300 bytes under gcc-12." in " ".join(noted.split())
+    assert "clang-19." not in noted.split("Good news")[1].split("\n\n")[0]

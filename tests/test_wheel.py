@@ -56,7 +56,8 @@ def test_the_wheel_carries_what_the_commands_read(installed):
     migrations = sorted(p.name for p in (ROOT / "db" / "migrations").glob("*.sql"))
     assert migrations and all(f"db/migrations/{m}" in names for m in migrations)
     for want in ("web/templates/commit.html", "web/static/sizewatch.css",
-                 "web/node_modules/chart.js/dist/chart.umd.min.js", "toolchains/registry/gcc-12.toml",
+                 "web/node_modules/chart.js/dist/chart.umd.min.js", "web/node_modules/echarts/dist/echarts.min.js",
+                 "web/static/sizemap.js", "toolchains/registry/gcc-12.toml",
                  "toolchains/examples/rmqueue-always-inline.mbox", "cli/main.py", "ci/bot/service.py"):
         assert want in names, want
 

@@ -11,13 +11,18 @@ from db.store import default_path, open_store
 from web.settings import WebSettings, read_token
 
 
-def settings_for(db: str | None, token: str | None, token_file: str | None) -> WebSettings:
+def settings_for(db: str | None, token: str | None, token_file: str | None,
+                 bot_config: str | None = None) -> WebSettings:
     """What ``sizewatch serve`` was given, checked: the store must exist (serving never creates one)."""
     path = Path(db) if db else default_path()
     if not path.is_file():
         raise StoreError(f"{path}: no store there yet (sizewatch run creates it)")
     try:
-        return WebSettings(path.resolve(), read_token(token, token_file))
+        if bot_config:
+            from ci.bot.policy import load_policy
+            load_policy(Path(bot_config))                # a bad config fails at start, not per request
+        return WebSettings(path.resolve(), read_token(token, token_file),
+                           bot_config=Path(bot_config).resolve() if bot_config else None)
     except ValueError as e:
         raise StoreError(str(e)) from None
 

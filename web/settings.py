@@ -35,6 +35,7 @@ class WebSettings:
     token: str | None = None                        # None: read-only, every action answers 403
     jobs_dir: Path | None = None                    # re-run logs (default: <db>.jobs beside the store)
     command: list[str] = field(default_factory=sizewatch_command)
+    bot_config: Path | None = None                  # the bot's TOML: the policy /bot shows (None: defaults)
 
     @property
     def job_logs(self) -> Path:

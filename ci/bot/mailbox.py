@@ -144,6 +144,11 @@ def _addresses(heads: dict[str, list[str]], name: str, problems: list[str] | Non
     return out
 
 
+def body_text(raw: bytes) -> str:
+    """A message's plain-text body (its commit message and diff, for a patch)."""
+    return _body_text(raw)
+
+
 def _body_text(raw: bytes) -> str:
     """The plain-text body (transfer encoding and charset undone); only patches need it."""
     try:
@@ -201,6 +206,8 @@ def parse_mail(raw: bytes, source: str = "", key: str = "", received_at: str = "
     if _REPLY.match(subject) or not _PATCH.search(subject):
         m.kind = "reply" if (_REPLY.match(subject) or m.in_reply_to) else "other"
         m.note = "; ".join(dict.fromkeys(bad))
+        if m.kind == "reply":
+            m.raw = raw                        # its trailers (Reviewed-by...) are folded into the patches
         return m
     try:                                       # a patch or cover letter: it must be usable whole
         pos, total, ver = patch_tag(subject)

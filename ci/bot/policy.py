@@ -12,9 +12,11 @@ from the environment (``password_env``) instead of the file.
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
               likely_path_call, likely_path_lines, likely_path_cycles,
-              growth_bytes, growth_percent, not_applied, incomplete
+              growth_bytes, growth_percent, not_applied, incomplete, min_compilers,
+              shrinks_note
     [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
     [outbox]  path
+    [lists."ADDRESS"]  justification_trailer
 """
 from __future__ import annotations
 
@@ -71,6 +73,14 @@ class Watch:
 
 
 @dataclass(frozen=True)
+class ListRules:
+    """Per-list habits (``[lists."linux-mm@kvack.org"]``)."""
+    # a trailer in the commit message (e.g. Size-Justification:) that silences growth findings
+    # (growth, boundary_crossing) for that patch, as Chromium's Binary-Size: footer does; '' = none
+    justification_trailer: str = ""
+
+
+@dataclass(frozen=True)
 class ReportRules:
     always_inline_copy: bool = True      # a new out-of-line copy of an __always_inline function
     hot_not_inlined: bool = True         # a hot-path inline function newly left out of line
@@ -86,6 +96,8 @@ class ReportRules:
     growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
     not_applied: bool = True             # say (once) that a series does not apply
     incomplete: bool = True              # say (once) that a series stayed incomplete
+    min_compilers: int = 1               # a finding is mailed when at least this many compilers agree on it
+    shrinks_note: bool = False           # a mail also says under which compilers the patch shrinks the target
 
 
 @dataclass(frozen=True)
@@ -132,6 +144,14 @@ class Policy:
     smtp: SmtpSettings | None = None
     outbox: str = ""
     source: str = ""                     # the file it was read from
+    lists: tuple[tuple[str, ListRules], ...] = ()   # per-list rules, by list address
+
+    def list_rules(self, addresses: list[str], list_ids: list[str]) -> ListRules:
+        """The rules of the first configured list a message went to (defaults when none)."""
+        for name, rules in self.lists:
+            if Watch((name,)).watches_list(addresses, list_ids):
+                return rules
+        return ListRules()
 
     @property
     def kbuild_config(self) -> Config:
@@ -181,14 +201,23 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{source}: not valid TOML: {e}") from None
-    known = {"bot", "watch", "report", "smtp", "outbox"}
+    known = {"bot", "watch", "report", "smtp", "outbox", "lists"}
     for sec, val in doc.items():
         if sec not in known:
             raise InputError(f"{source}: unknown section [{sec}] (known: {', '.join(sorted(known))})")
         if not isinstance(val, dict):
             raise InputError(f"{source}: {sec} must be a [section]")
     bot = _section(Policy, doc.get("bot", {}), f"{source}: [bot]",
-                   skip=("watch", "report", "smtp", "outbox", "source"))
+                   skip=("watch", "report", "smtp", "outbox", "source", "lists"))
+    lists = []
+    for name, val in doc.get("lists", {}).items():
+        if not isinstance(val, dict):
+            raise InputError(f"{source}: [lists.{name!r}] must be a table of settings")
+        rules = ListRules(**_section(ListRules, val, f'{source}: [lists."{name}"]'))
+        if rules.justification_trailer and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", rules.justification_trailer):
+            raise InputError(f'{source}: [lists."{name}"].justification_trailer: not a trailer name '
+                             f"(like Size-Justification): {rules.justification_trailer!r}")
+        lists.append((name, rules))
     watch = Watch(**_section(Watch, doc.get("watch", {}), f"{source}: [watch]"))
     report = ReportRules(**_section(ReportRules, doc.get("report", {}), f"{source}: [report]"))
     smtp = SmtpSettings(**_section(SmtpSettings, doc["smtp"], f"{source}: [smtp]")) if "smtp" in doc else None
@@ -199,9 +228,15 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     path = _check(outbox.get("path", ""), str, f"{source}: [outbox].path")
     if "dashboard_url" in bot:
         bot["dashboard_url"] = bot["dashboard_url"].rstrip("/")
+    if report.min_compilers < 1:
+        raise InputError(f"{source}: [report].min_compilers: must be at least 1")
+    n_tc = len(bot.get("toolchains", DEFAULT_TOOLCHAINS))
+    if report.min_compilers > n_tc:
+        raise InputError(f"{source}: [report].min_compilers: {report.min_compilers} is more than the "
+                         f"{n_tc} toolchains tested (no finding could ever be mailed)")
     if "@" not in bot.get("address", "x@y"):
         raise InputError(f"{source}: [bot].address: not a mail address: {bot['address']!r}")
-    return Policy(**bot, watch=watch, report=report, smtp=smtp, outbox=path, source=source)
+    return Policy(**bot, watch=watch, report=report, smtp=smtp, outbox=path, source=source, lists=tuple(lists))
 
 
 def load_policy(path: Path | None) -> Policy:

@@ -145,15 +145,15 @@ def tested_block(ctx: TestContext, policy: Policy, original: BotMessage, p: Patc
 
 
 def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, toolchains: list[str]) -> list[str]:
-    """b4 fetches the whole series from any of its Message-IDs; sizewatch builds it as the bot did."""
+    """b4 fetches the whole series from any of its Message-IDs, with the reviewers' trailers folded in as
+    the bot folded them (ci.bot.trailers), so ``sizewatch run`` builds the same commits the bot did."""
     mid = head.message_id.strip("<>")
     fetch = f"  b4 am -o - {mid} > series.mbx"
     out: list[str] = []
     if len(fetch) <= WIDTH:
         out.append(fetch)
-    else:
-        out += para("# save the series as series.mbx, e.g. b4 am -o - <Message-ID of the series' first mail>",
-                    "  # ", "  ")
+    else:                                     # a shell continuation keeps it one command, as printed
+        out += ["  b4 am -o - \\", f"      {mid} \\", "      > series.mbx"]
     out.append(f"  sizewatch run --tree {ctx.tree_spec} --series series.mbx --base {short(ctx.base_sha)} \\")
     out.append(f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}")
     if commit_sha:
@@ -167,8 +167,9 @@ def signature(policy: Policy) -> list[str]:
 
 
 def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
-                  ctx: TestContext, policy: Policy) -> str:
-    """The mail about one patch's findings."""
+                  ctx: TestContext, policy: Policy, justified: tuple[str, str, int] | None = None) -> str:
+    """The mail about one patch's findings; ``justified``: (trailer, its value, findings silenced) when the
+    patch carries the list's justification trailer."""
     names = {r.toolchain for r in items}
     affected = [t for t in p.toolchains if t.toolchain in names]
     n = len(ctx.toolchains)
@@ -186,6 +187,16 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
     out.append("Findings against the parent commit (flagged ones prefixed by >>):")
     out.append("")
     out += findings_block(p, items, affected)
+    shrunk = [t for t in p.toolchains if t.tables and t.tables[0].net < 0] if policy.report.shrinks_note else []
+    if shrunk:
+        out += para("Good news: this patch shrinks " + ", ".join(
+            f"{t.target} by {-t.tables[0].net} bytes under {t.toolchain}" for t in shrunk) + ".")
+        out.append("")
+    if justified:
+        name, value, n = justified
+        out += para(f"Not flagged: {n} growth finding{'s' if n != 1 else ''} of this patch, justified by "
+                    f"its {name}: {value}")
+        out.append("")
     url = f"{policy.dashboard_url}/commit/{p.commit.sha}" if p.commit else policy.dashboard_url
     for t in affected:
         if t.tables:

@@ -39,8 +39,10 @@ from ci import pipeline
 from ci.pipeline import builder
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
-from ci.bot.mailbox import (Unreadable, am_ready, check_maildir, check_mbox, content_key, malformed_id, parse_mail,
-                            quarantine, read_maildir, read_mbox)
+from ci.bot.inbox import check_inbox, read_inbox
+from ci.bot.trailers import am_patches
+from ci.bot.mailbox import (Unreadable, am_ready, body_text, check_maildir, check_mbox, content_key, malformed_id,
+                            parse_mail, quarantine, read_maildir, read_mbox)
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.bot.policy import Policy
@@ -65,7 +67,7 @@ def _crash_point(name: str) -> None:
 
 @dataclass(frozen=True)
 class Source:
-    kind: str                                  # maildir | mbox
+    kind: str                                  # maildir | mbox | inbox (public-inbox v2)
     path: Path
     immediate: bool = False                    # one series from the command line: no waiting
 
@@ -74,11 +76,12 @@ class Source:
         return f"{self.kind}:{self.path.resolve()}"
 
     def check(self) -> None:
-        """One-line error now when the maildir / mbox is not there."""
-        (check_maildir if self.kind == "maildir" else check_mbox)(self.path)
+        """One-line error now when the maildir / mbox / inbox is not there."""
+        {"maildir": check_maildir, "mbox": check_mbox, "inbox": check_inbox}[self.kind](self.path)
 
     def read(self, known: set[str]) -> Iterator[tuple[str, bytes | Unreadable]]:
-        return read_maildir(self.path, known) if self.kind == "maildir" else read_mbox(self.path, known)
+        reader = {"maildir": read_maildir, "mbox": read_mbox, "inbox": read_inbox}[self.kind]
+        return reader(self.path, known)
 
 
 @dataclass
@@ -201,9 +204,14 @@ class Bot:
         seen = {mid: old for mid, old in
                 ((o.message_id, o) for o in self.store.bot.messages(self.store.bot.known_ids(parsed)))}
         new = []
+        moved: dict[str, str] = {}                     # inbox: known messages at new commits (a force-push)
         for mid, m in parsed.items():
             if mid in seen:
                 dup = self._duplicate(seen[mid], m)
+                if dup is m and source.kind == "inbox":
+                    moved[mid] = m.source_key
+                    res.kinds[m.kind] -= 1
+                    continue
                 if dup is m or self.store.bot.known_ids([dup.message_id]):   # a copy of one already read
                     copies.append(_copy(m))
                     res.kinds[m.kind] -= 1
@@ -216,6 +224,10 @@ class Bot:
             new.append(m)
         if not self.dry and (new or copies):
             self.store.bot.record_messages(new + copies)
+        if not self.dry and moved:
+            # a rewritten (force-pushed) inbox holds known messages at new commits: remember where,
+            # so the next poll does not walk back over them again
+            self.store.bot.rekey(label, moved)
         return new
 
     @staticmethod
@@ -380,12 +392,26 @@ class Bot:
         tmp = path.with_suffix(".tmp")
         tmp.unlink(missing_ok=True)
         box = mailbox.mbox(str(tmp), create=True)
-        for m in s.messages:
-            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + am_ready(m.raw))
+        for m in self.am_messages(s):
+            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + m)
         box.flush()
         box.close()
         os.replace(tmp, path)
         return path
+
+    def am_messages(self, s: PostedSeries) -> list[bytes]:
+        """The cover letter, then the patches as ``b4 am`` gives them: reviewers' trailers from the
+        stored replies folded in (ci.bot.trailers); as posted when b4 cannot assemble them."""
+        covers = [m for m in s.messages if m.kind == "cover"]
+        patches = [m for m in s.messages if m.kind != "cover"]
+        replies = self.store.bot.replies_to(m.message_id for m in s.messages)
+        folded, why = am_patches([m.raw for m in s.messages] + [r.raw for r in replies], s.version)
+        if folded is not None and len(folded) != len(patches):
+            folded, why = None, f"b4 gave {len(folded)} patches for {len(patches)}"
+        if folded is None:
+            self.log(f"bot: {s.subject[:60]}: applying the patches as posted ({why})")
+            folded = [am_ready(m.raw) for m in patches]
+        return [am_ready(m.raw) for m in covers] + folded
 
     def context(self, ser, s: PostedSeries) -> TestContext:
         if s.base_commit and ser.base_sha.startswith(s.base_commit):
@@ -426,6 +452,10 @@ class Bot:
         report = pipeline.report(self.store, plan, toolchains, targets)
         assert isinstance(report, SeriesReport)
         items = verdict.series_findings(report, pol.report)
+        trailer = pol.list_rules(s.head.to + s.head.cc, [s.head.list_id]).justification_trailer
+        given = {pos: v for pos, m in by_pos.items() if m.raw
+                 and (v := verdict.trailer_value(body_text(m.raw), trailer)) is not None}
+        items, silenced = verdict.justified(items, given)
         outcome = self._outcome(s, items)
         mails = []
         if outcome == "mail":
@@ -433,7 +463,8 @@ class Bot:
                 mine = [r for r in items if r.position == p.position]
                 if not mine or p.position not in by_pos:
                     continue
-                body = findings_body(by_pos[p.position], p, mine, ctx, pol)
+                why = (trailer, given[p.position], len(silenced[p.position])) if p.position in silenced else None
+                body = findings_body(by_pos[p.position], p, mine, ctx, pol, why)
                 mails.append(self._mail(s, items, by_pos[p.position], body, now, p.position))
         self.decide(s, "tested", items, outcome, mails, res, ser.id,
                     f"{len(items)} reportable finding(s)")

@@ -9,6 +9,7 @@ the bot mails once per (series version, finding set).
 from __future__ import annotations
 
 import hashlib
+import re
 
 from analyzer.kinds import Kind, Scope
 from ci.bot.policy import ReportRules
@@ -81,13 +82,53 @@ def build_breakage(p: PatchReport, rules: ReportRules) -> list[Reportable]:
     return out
 
 
+def agreed(items: list[Reportable], k: int) -> list[Reportable]:
+    """The findings that at least ``k`` compilers agree on: the same kind about the same function
+    (or target) in the same patch, under k different toolchains. One compiler's quirk stays quiet
+    when the policy asks for agreement (``[report] min_compilers``)."""
+    if k <= 1:
+        return items
+    votes: dict[tuple, set[str]] = {}
+    for r in items:
+        votes.setdefault((r.position, r.kind, r.function), set()).add(r.toolchain)
+    return [r for r in items if len(votes[(r.position, r.kind, r.function)]) >= k]
+
+
 def series_findings(report: SeriesReport, rules: ReportRules) -> list[Reportable]:
-    """Everything reportable in a tested series, in mail order."""
+    """Everything reportable in a tested series, in mail order. Build breakage is reported whatever
+    ``min_compilers`` says: a patch that breaks the build under one compiler is broken."""
     out: list[Reportable] = []
     for p in report.patches:
         if p.commit is None:
             continue
         out += build_breakage(p, rules)
+        found: list[Reportable] = []
         for t in p.toolchains:
-            out += toolchain_findings(p, t, rules)
+            found += toolchain_findings(p, t, rules)
+        out += agreed(found, rules.min_compilers)
     return sorted(out, key=reportable_order)
+
+
+# what a justification trailer silences: the patch's growth, not what it breaks or pushes out of line
+JUSTIFIABLE = (Kind.GROWTH.value, Kind.BOUNDARY_CROSSING.value)
+
+
+def trailer_value(body: str, name: str) -> str | None:
+    """``name:``'s value in a patch's commit message (before the ``---`` line), or None."""
+    if not name:
+        return None
+    message = body.split("\n---\n", 1)[0]
+    m = re.search(rf"(?mi)^{re.escape(name)}:[ \t]*(\S.*?)\s*$", message)
+    return m.group(1) if m else None
+
+
+def justified(items: list[Reportable], trailers: dict[int, str]) -> tuple[list[Reportable], dict[int, list[Reportable]]]:
+    """The findings left once patches that carry the list's justification trailer (position -> its
+    value) have their growth findings silenced, and those silenced per patch (the mail says so)."""
+    kept, silenced = [], {}
+    for r in items:
+        if r.position in trailers and r.kind in JUSTIFIABLE:
+            silenced.setdefault(r.position, []).append(r)
+        else:
+            kept.append(r)
+    return kept, silenced

@@ -1,4 +1,4 @@
-"""Actions that start work: re-run the pipeline for a commit. Read-only unless the server was given
+"""Actions that start work: re-run the pipeline for a commit, bisect a function's change. Read-only unless the server was given
 a token (``sizewatch serve --token/--token-file`` or ``$SIZEWATCH_TOKEN``); a request without the
 right token gets 403.
 
@@ -72,6 +72,58 @@ def rerun_form(rev: str):
 @bp.post("/api/commit/<rev>/rerun")
 def rerun_api(rev: str):
     job, started = start_rerun(rev)
+    return jsonify({"job": job.to_dict(), "started": started, "url": f"/api/jobs/{job.id}"}), 202 if started else 200
+
+
+_CONDITIONS = ("grew_by", "outlined", "inlined", "crossed_line")
+
+
+def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
+    """``sizewatch bisect`` for the function page's "find where this changed" form (or its JSON twin)."""
+    f = request.form if request.form else request.args
+    name = params.function_name(name)
+    spec = (f.get("range") or "").strip()
+    a, sep, b = spec.partition("..")
+    if not sep or not a or not b:
+        abort(400, description=f"range={spec[:80]!r}: expected A..B (two commits of the store)")
+    first, last = find_commit(store, a), find_commit(store, b)
+    tc = (f.get("toolchain") or "").strip()
+    if not params.valid_toolchain(tc):
+        abort(400, description=f"toolchain={tc[:40]!r}: expected a toolchain name like gcc-12")
+    cond = (f.get("condition") or "").strip()
+    if cond not in _CONDITIONS:
+        abort(400, description=f"condition={cond[:40]!r}: expected one of {', '.join(_CONDITIONS)}")
+    flag = ["--" + cond.replace("_", "-")]
+    if cond == "grew_by":
+        raw = (f.get("bytes") or "").strip()
+        if not raw.isdigit() or not 0 < int(raw) < 10**9:
+            abort(400, description=f"bytes={raw[:20]!r}: expected a positive whole number of bytes")
+        flag.append(raw)
+    target = (f.get("target") or DEFAULT_TARGETS[0]).strip()
+    if not params._TARGET.match(target):
+        abort(400, description=f"target={target[:80]!r}: expected an object path like mm/page_alloc.o")
+    tree = store.tree_path(first.tree) or first.tree.removeprefix("linux-")
+    rng = f"{first.sha}..{last.sha}"
+    return (f"bisect {name} {rng} {tc} {' '.join(flag)} {target}",
+            ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target,
+             "--db", str(context.settings().db)])
+
+
+def start_bisect(name: str) -> tuple[Job, bool]:
+    check_token()
+    key, args = _bisect_args(context.store(), name)
+    return context.jobs().start(key, [*context.settings().command, *args])
+
+
+@bp.post("/function/<name>/bisect")
+def bisect_form(name: str):
+    job, _ = start_bisect(name)
+    return redirect(f"/jobs/{job.id}", code=303)
+
+
+@bp.post("/api/function/<name>/bisect")
+def bisect_api(name: str):
+    job, started = start_bisect(name)
     return jsonify({"job": job.to_dict(), "started": started, "url": f"/api/jobs/{job.id}"}), 202 if started else 200
 
 

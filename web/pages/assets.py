@@ -9,7 +9,8 @@ from flask import Blueprint, abort, send_file
 bp = Blueprint("assets", __name__)
 
 NODE_MODULES = Path(__file__).resolve().parent.parent / "node_modules"
-VENDOR = {"chart.umd.min.js": NODE_MODULES / "chart.js" / "dist" / "chart.umd.min.js"}
+VENDOR = {"chart.umd.min.js": NODE_MODULES / "chart.js" / "dist" / "chart.umd.min.js",
+          "echarts.min.js": NODE_MODULES / "echarts" / "dist" / "echarts.min.js"}
 
 
 @bp.get("/static/vendor/<name>")

@@ -1,0 +1,46 @@
+"""``sizewatch bisect``: a thin click layer over ci.bisect."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from cli.common import db_option, one_line_errors, open_store
+from toolchains.targets import DEFAULT_TARGETS
+
+
+@click.command("bisect")
+@click.argument("function")
+@click.argument("commits", metavar="A..B")
+@click.option("--toolchain", required=True, help="the compiler to judge under (a registry name: gcc-12, clang-19...)")
+@click.option("--grew-by", "grew_by", type=int, default=None, metavar="N",
+              help="first commit where the function is at least N bytes bigger than at A")
+@click.option("--outlined", is_flag=True, help="first commit where the function has an out-of-line copy")
+@click.option("--inlined", is_flag=True, help="first commit where the function is inlined with no out-of-line copy")
+@click.option("--crossed-line", "crossed_line", is_flag=True,
+              help="first commit where the function spans more 64-byte cache lines than at A")
+@click.option("--tree", default="6.1", show_default=True,
+              help="kernel git tree: a Debian linux-source version (6.1) or a path")
+@click.option("--target", default=DEFAULT_TARGETS[0], show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result (and every step) as JSON")
+@db_option
+def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None, outlined: bool, inlined: bool,
+               crossed_line: bool, tree: str, target: str, as_json: bool, db: str | None) -> None:
+    """Find the first commit of A..B (first-parent) where FUNCTION starts to meet one condition.
+
+    Stored results are read first; only the midpoints the search needs are built (and stored).
+    Prints the commit, bloat-o-meter's row for the function and the compiler's inline remarks there.
+    """
+    import json
+    from analyzer.errors import InputError
+    from ci.bisect import Condition, bisect, text
+    with one_line_errors():
+        chosen = [k for k, on in (("grew_by", grew_by is not None), ("outlined", outlined), ("inlined", inlined),
+                                  ("crossed_line", crossed_line)) if on]
+        if len(chosen) != 1:
+            raise InputError("give exactly one of --grew-by N, --outlined, --inlined, --crossed-line")
+        cond = Condition(chosen[0], grew_by or 0)
+        with open_store(db) as store:
+            res = bisect(store, tree, function, commits, toolchain, cond, target,
+                         progress=lambda s: print(s, file=sys.stderr))
+            click.echo(json.dumps(res.to_dict(), indent=2) if as_json else text(res), nl=as_json)
