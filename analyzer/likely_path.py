@@ -158,7 +158,10 @@ class _Object:
         for si in self.res.idx.tolist():
             if st[si] != 2:
                 continue
-            sec = self.img.sections[int(self.table.shndx[si])]
+            shn = int(self.table.shndx[si])
+            if shn >= len(self.img.sections):       # SHN_ABS, SHN_COMMON, or a damaged index: not code here
+                continue
+            sec = self.img.sections[shn]
             if sec.flags & SHF_EXECINSTR and sec.type != SHT_NOBITS:
                 out.append((si, self.names[si]))
         return out
@@ -170,6 +173,9 @@ class _Object:
                 rel = read_relocations(self.img, self.img.sections[shn])
                 if rel is not None:
                     m = np.isin(rel.type, np.array(_BRANCH_RELOCS, dtype=np.uint32))
+                    if m.any() and int(rel.sym[m].max()) >= len(self.names):
+                        raise InputError(f"{self.img.name}: a relocation of {self.img.sections[shn].name} names "
+                                         f"symbol {int(rel.sym[m].max())}, past the symbol table's {len(self.names)}")
                     relmap = dict(zip(rel.offset[m].tolist(), zip(rel.sym[m].tolist(), rel.addend[m].tolist())))
             self._relmaps[shn] = relmap
         return self._relmaps[shn]
@@ -188,6 +194,8 @@ class _Object:
     def walk(self, si: int) -> LikelyPath:
         img = self.img
         shn = int(self.table.shndx[si])
+        if shn >= len(img.sections):
+            raise InputError(f"{img.name}: symbol {self.names[si]} is not in a section of this file (index {shn})")
         sec = img.sections[shn]
         sbase = int(self.bases[shn]) if img.relocatable else sec.addr
         fstart = int(self.symaddr[si])

@@ -584,7 +584,8 @@ class SqliteStore(Store):
             "JOIN names n ON n.id = l.name_id WHERE o.build_id = ? ORDER BY o.path, n.name", (build_id,))
         out: dict[str, list[FunctionCost]] = {}
         for path, name, ins, by, br, calls, pu, fr, me, li, end, cy, rt, mc in rows:
-            out.setdefault(path, []).append(FunctionCost(name, ins, by, br, tuple(json.loads(calls)), pu, fr, me,
+            out.setdefault(path, []).append(FunctionCost(name, ins, by, br,
+                                                         tuple(loads(calls, f"likely path calls of {name} (build {build_id})", list)), pu, fr, me,
                                                          li, end, cy, rt, mc))
         return out
 

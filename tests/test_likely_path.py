@@ -198,3 +198,29 @@ def test_linked_file(compile_c, tmp_path, cc):
         assert p.lines == sorted({a // 64 * 64 for i in p.instructions for a in range(i.address, i.address + i.size)})
     assert [c.target for c in likely_path(str(exe), "lp_expect").calls] == ["fast_step"]
     assert [(c.target, c.kind) for c in likely_path(str(exe), "lp_tail").calls] == [("fast_step", "tail")]
+
+
+@pytest.mark.parametrize("cc", ["gcc-12", "clang-19"])
+def test_damaged_objects_give_input_errors(compile_c, tmp_path, cc):
+    """Seeded byte flips of a real object: the likely path is found or the file is refused with a
+    SizewatchError, never another exception (a section index or a relocation's symbol past its table)."""
+    import random
+
+    from analyzer.errors import SizewatchError
+    obj = compile_c(cc, FIXTURES / "likely_path.c", *KERNEL_FLAGS, name=f"likely-{cc}.o")
+    base = obj.read_bytes()
+    rng = random.Random(15)
+    outcomes = {"ok": 0, "refused": 0}
+    for n in range(150):
+        data = bytearray(base)
+        for _ in range(rng.choice([1, 2, 4, 8, 16])):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        mutant = tmp_path / f"m{n}.o"
+        mutant.write_bytes(data)
+        try:
+            hot_likely_paths(mutant, HotPaths(["lp_*"]))
+            outcomes["ok"] += 1
+        except SizewatchError as e:
+            assert str(e).strip(), n
+            outcomes["refused"] += 1
+    assert outcomes["ok"] and outcomes["refused"], outcomes
