@@ -261,8 +261,8 @@ class SqliteStore(Store):
         self._names: dict[str, int] = {}
         self._names_lock = threading.Lock()
         check_store_file(self.path)
-        if read_only and not self.path.exists():      # a first run of a reader: an empty store, as before
-            SqliteStore(self.path, upto=upto).close()
+        if read_only and not self.path.exists():      # a reader never creates what it reads
+            raise StoreError(f"{self.path}: no store there yet (sizewatch run or sizewatch bot writes one)")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -101,5 +101,9 @@ def test_status_bad_input(tmp_path):
                       (["--status", "--config", tmp_path / "missing.toml"], "cannot read the bot config")]:
         proc = run_bot(*args, db=db)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and msg in proc.stderr, (args, proc.stderr)
+    missing = run_bot("--status", db=tmp_path / "none.db")          # a reader never creates a store
+    assert missing.returncode == 1 and "no store there yet" in missing.stderr and not (tmp_path / "none.db").exists()
+    from db.store import open_store
+    open_store(db).close()
     empty = ok(run_bot("--status", db=db)).stdout
     assert empty.startswith("messages read: 0\n") and "policy in force (defaults: no --config given)" in empty

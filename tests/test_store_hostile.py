@@ -91,7 +91,8 @@ def test_db_check_ok_and_every_damage_named(store_path, tmp_path):  # noqa: F811
              "cover letter of series 1": "series.cover_z not readable zlib",
              "text that is not UTF-8": "commits.subject not UTF-8", "sections of object": "objects.sections not JSON",
              "data of a newly_out_of_line finding": "findings.data not JSON", "counts": "comparisons.counts not JSON",
-             "tables": "comparison_tables.tables_z not readable zlib"}
+             "tables": "comparison_tables.tables_z not readable zlib",
+             "likely path calls": "likely_paths.calls not JSON"}
     for what, sql in DAMAGE.items():
         db = tmp_path / f"{what[:8].replace(' ', '_')}.db"
         a, b = sqlite3.connect(store_path), sqlite3.connect(db)
