@@ -28,6 +28,14 @@ def inspect(obj, source, remarks, cus, hot_file, show_all, as_json, cost, functi
     if cost or function or mcpu or no_estimate:
         if not cost:
             raise click.UsageError("--function, --mcpu and --no-estimate go with --cost")
+        # the likely path reads code and symbols only: refuse what it would silently ignore
+        ignored = [o for o, given in (("--source", source), ("--remarks", remarks), ("--cu", cus),
+                                      ("--all", show_all)) if given]
+        if ignored:
+            raise click.UsageError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not go with --cost (the likely path reads code and "
+                                   "symbols only)")
+        if no_estimate and mcpu:
+            raise click.UsageError("--mcpu and --no-estimate contradict each other")
         return _cost(obj, hot_file, function, mcpu, no_estimate, as_json)
     from analyzer import hotpaths
     from analyzer.findings import findings

@@ -64,6 +64,10 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, inlines, align_view,
             source, cus, hot_file, cost, mcpu, no_estimate, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
+    if (mcpu or no_estimate) and not cost:
+        raise click.UsageError("--mcpu and --no-estimate go with --cost")
+    if mcpu and no_estimate:
+        raise click.UsageError("--mcpu and --no-estimate contradict each other")
     try:
         if split_cold:
             old, new = bloat.read_symbols(file1), bloat.read_symbols(file2)

@@ -90,14 +90,12 @@ def test_parse_never_raises_and_says_why(name, tmp_path):
         assert len(series.patches) == 1
 
 
+@pytest.mark.timeout(60)            # a hang guard, not a speed target (bench/hostile_bot.py has the figures)
 def test_caps_are_checked_before_any_int_is_built():
-    """A 100,000-digit version is refused by its length, in well under a second."""
-    import time as _t
+    """A 100,000-digit version is refused by its length, before any int is built."""
     from toolchains.series import TagError, patch_tag
-    t0 = _t.perf_counter()
     with pytest.raises(TagError, match="beyond the cap of 1000"):
         patch_tag("[PATCH v" + "9" * 100_000 + " 1/2] x")
-    assert _t.perf_counter() - t0 < 0.5
     assert patch_tag("[PATCH v1000 1000/1000] x") == (1000, 1000, 1000)
     assert patch_tag("[PATCH v0007 01/02] x") == (1, 2, 7)
 

@@ -22,6 +22,11 @@ def _exe(name: str) -> list[str]:
     (["inspect"], "sizewatch inspect: Missing argument 'OBJ'."),
     (["history"], "sizewatch history: Missing argument 'FUNCTION'."),
     (["toolchains", "--bogus"], "sizewatch toolchains: No such option '--bogus'"),
+    (["inspect", "--cost", "--cu", "mm/page_alloc.c", "x.o"], "sizewatch inspect: --cu does not go with --cost"),
+    (["inspect", "--cost", "--all", "--remarks", "r.txt", "x.o"],
+     "sizewatch inspect: --remarks, --all do not go with --cost"),
+    (["inspect", "--cost", "--no-estimate", "--mcpu", "znver3", "x.o"],
+     "sizewatch inspect: --mcpu and --no-estimate contradict each other"),
     (["report", "--db"], "sizewatch: Option '--db' requires an argument."),
 ])
 def test_usage_errors_are_one_line_exit_2(args, expect):

@@ -4,7 +4,7 @@ traceback, a hang or a blow-up in memory.
 Each class of damage has a case built from tests/dwarfwriter.py output with the exact reason
 expected; then a seeded mutator (truncations, bit flips, 0xff/0x80 runs, random words) runs a
 few hundred variants of the writer's files through ``read_dwarf`` and ``analyze`` and accepts
-only success or a one-line InputError, each within a bounded time.
+only success or a one-line InputError, each within bounded memory (tracemalloc) and a hang guard (pytest-timeout).
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import random
 import re
 import subprocess
 import sys
-import time
+import tracemalloc
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,24 @@ def write(tmp_path: Path, secs: dict[str, bytes], name: str = "bad.o") -> Path:
 def read(path: Path, engine: str = "fast"):
     img = load_images(path)[0]
     return read_dwarf(img, read_symtab(img), engine=engine)
+
+
+# hostile DWARF must not make the work outgrow the file: a hang is caught by the timeout, the
+# memory a blow-up needs (the overlapping strings would decode to 600 MB) by tracemalloc
+pytestmark = pytest.mark.timeout(300)
+MEMORY_BOUND = 64 << 20
+
+
+@contextmanager
+def memory_bound(limit: int = MEMORY_BOUND):
+    """Peak memory allocated inside the block (Python and numpy) stays under ``limit``."""
+    tracemalloc.start()
+    try:
+        yield
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < limit, f"peak {peak >> 20} MB"
 
 
 def fails_with(path: Path, reason: str) -> str:
@@ -151,12 +170,12 @@ def test_reference_loop(tmp_path):
                                             DwarfAttrib("high_pc", "data4", 4)])])])
     secs, labels = dwarf_layout([DwarfUnit(cu, 5)])
     path = write(tmp_path, secs)
-    t = time.perf_counter()
-    facts = read(path)
+    with memory_bound():
+        facts = read(path)
     assert facts.name_of(labels["a"]) is None and facts.decl_of(labels["a"]) == (None, None)
     assert facts.root(labels["a"]).offset in (labels["a"], labels["b"])
-    analyze(path)
-    assert time.perf_counter() - t < 5
+    with memory_bound():
+        analyze(path)
 
 
 def test_overlapping_strings_are_bounded(tmp_path):
@@ -167,9 +186,8 @@ def test_overlapping_strings_are_bounded(tmp_path):
                    for n in names])
     secs = dwarf_sections([DwarfUnit(cu, 4)])
     secs[".debug_str"] = b"\0" + b"A" * 200_000 + b"\0"
-    t = time.perf_counter()
-    fails_with(write(tmp_path, secs), r"corrupt DWARF in \.debug_str at 0x[0-9a-f]+: strings overlap")
-    assert time.perf_counter() - t < 5
+    with memory_bound():
+        fails_with(write(tmp_path, secs), r"corrupt DWARF in \.debug_str at 0x[0-9a-f]+: strings overlap")
 
 
 def test_pyelftools_engine_gives_a_reason(tmp_path, v5):
@@ -228,11 +246,11 @@ def mutants(n: int, seed: int = 20261126):
         yield f"{i}:{name}:{op}", secs
 
 
+@pytest.mark.timeout(600)          # a hang guard: 400 mutants, each read twice
 def test_mutated_dwarf(tmp_path):
     outcomes: dict[str, int] = {}
     for case, secs in mutants(400):
         path = write(tmp_path, secs, "mutant.o")
-        t = time.perf_counter()
         for run in (lambda: read(path), lambda: analyze(path, cus=["mm/page_alloc.c"])):
             try:
                 run()
@@ -249,7 +267,6 @@ def test_mutated_dwarf(tmp_path):
                 w.dies(h)
         except InputError as e:
             assert "\n" not in str(e) and str(e).strip(), (case, str(e))
-        assert time.perf_counter() - t < 3, case
     assert outcomes.get("ok", 0) > 40 and outcomes.get("InputError", 0) > 200, outcomes
 
 
@@ -262,12 +279,11 @@ def _v4_unit(body: bytes, abbrev_offset: int = 0) -> bytes:
 
 def _bounded(tmp_path, secs: dict[str, bytes], reason: str | None) -> None:
     path = write(tmp_path, secs)
-    t = time.perf_counter()
-    if reason is None:
-        read(path)
-    else:
-        fails_with(path, reason)
-    assert time.perf_counter() - t < 5
+    with memory_bound():
+        if reason is None:
+            read(path)
+        else:
+            fails_with(path, reason)
 
 
 def test_zero_width_attributes_cost_no_more_than_their_bytes(tmp_path):
