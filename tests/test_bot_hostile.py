@@ -299,3 +299,27 @@ def test_maildir_entries_that_must_not_be_read_whole(tmp_path):
     import zlib
     raws = [zlib.decompress(z) for (z,) in store_rows(db, "SELECT raw_z FROM bot_messages WHERE raw_z IS NOT NULL")]
     assert raws and not any(b"not for the bot" in r for r in raws)       # the link was not followed
+
+
+def test_sources_that_are_not_mail_are_named_for_what_they_are(tmp_path):
+    import os
+    fifo, folder, elf = tmp_path / "fifo", tmp_path / "dir", tmp_path / "a.o"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    elf.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(57))
+    db = tmp_path / "s.db"
+    for args, msg in [(["--mbox", fifo], "not an mbox file: not a regular file (p)"),
+                      (["--mbox", folder], "not an mbox file: a directory"),
+                      (["--series", elf], "no mail in it (--series takes an mbox")]:
+        proc = run_bot(*args, "--once", "--dry-run", db=db)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and msg in proc.stderr, (args, proc.stderr)
+
+
+def test_a_symlink_in_the_maildir_is_set_aside_as_one(tmp_path):
+    md, db = tmp_path / "list", tmp_path / "s.db"
+    for d in ("cur", "new", "tmp"):
+        (md / d).mkdir(parents=True)
+    (md / "new" / "1.link").symlink_to("/etc/passwd")
+    ok(run_bot("--maildir", md, "--once", "--outbox", tmp_path / "outbox", db=db))
+    (note,) = store_rows(db, "SELECT note FROM bot_messages WHERE kind = 'quarantined'")
+    assert note == ("a symbolic link in the maildir: not followed, not read",)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import email
 import email.errors
 import email.policy
+import errno
 import hashlib
 import mailbox
 import os
@@ -275,8 +276,16 @@ def check_maildir(path: Path) -> None:
 
 
 def check_mbox(path: Path) -> None:
-    if not path.is_file():
-        raise InputError(f"{path}: no such mbox file")
+    """A one-line error for what cannot be an mbox, naming what it is instead."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such mbox file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the mbox: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else f"not a regular file ({stat.filemode(st.st_mode)[0]})"
+        raise InputError(f"{path}: not an mbox file: {what}")
 
 
 MAX_MESSAGE = 32 << 20          # bytes: far past any list's limit; bigger ones are set aside unread
@@ -331,7 +340,19 @@ def read_maildir(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[st
         except FileNotFoundError:                # moved (new/ -> cur/) or deleted by another reader meanwhile
             continue
         except OSError as e:                     # a symlink (O_NOFOLLOW), no permission, an I/O error
-            yield key, Unreadable(f"cannot read it: {e.strerror or e}")
+            if e.errno == errno.ELOOP and os.path.islink(entries[key]):
+                yield key, Unreadable("a symbolic link in the maildir: not followed, not read")
+            else:
+                yield key, Unreadable(f"cannot read it: {e.strerror or e}")
+
+
+def mbox_has_messages(path: Path) -> bool:
+    """Does the mbox hold at least one message (a ``From `` line starting the file or a line)?"""
+    box = mailbox.mbox(str(path), create=False)
+    try:
+        return next(iter(box.iterkeys()), None) is not None
+    finally:
+        box.close()
 
 
 def read_mbox(path: Path, known: set[str] = frozenset()) -> Iterator[tuple[str, bytes]]:

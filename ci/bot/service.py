@@ -42,7 +42,7 @@ from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.bot.inbox import check_inbox, read_inbox
 from ci.bot.trailers import am_patches
 from ci.bot.mailbox import (Unreadable, am_ready, body_text, check_maildir, check_mbox, content_key, malformed_id,
-                            parse_mail, quarantine, read_maildir, read_mbox)
+                            mbox_has_messages, parse_mail, quarantine, read_maildir, read_mbox)
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.bot.policy import Policy
@@ -78,6 +78,8 @@ class Source:
     def check(self) -> None:
         """One-line error now when the maildir / mbox / inbox is not there."""
         {"maildir": check_maildir, "mbox": check_mbox, "inbox": check_inbox}[self.kind](self.path)
+        if self.immediate and not mbox_has_messages(self.path):
+            raise InputError(f"{self.path}: no mail in it (--series takes an mbox of the series, e.g. from b4 am)")
 
     def read(self, known: set[str]) -> Iterator[tuple[str, bytes | Unreadable]]:
         reader = {"maildir": read_maildir, "mbox": read_mbox, "inbox": read_inbox}[self.kind]
