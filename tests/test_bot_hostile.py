@@ -314,12 +314,3 @@ def test_sources_that_are_not_mail_are_named_for_what_they_are(tmp_path):
         proc = run_bot(*args, "--once", "--dry-run", db=db)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and msg in proc.stderr, (args, proc.stderr)
 
-
-def test_a_symlink_in_the_maildir_is_set_aside_as_one(tmp_path):
-    md, db = tmp_path / "list", tmp_path / "s.db"
-    for d in ("cur", "new", "tmp"):
-        (md / d).mkdir(parents=True)
-    (md / "new" / "1.link").symlink_to("/etc/passwd")
-    ok(run_bot("--maildir", md, "--once", "--outbox", tmp_path / "outbox", db=db))
-    (note,) = store_rows(db, "SELECT note FROM bot_messages WHERE kind = 'quarantined'")
-    assert note == ("a symbolic link in the maildir: not followed, not read",)
