@@ -172,6 +172,8 @@ def path_text(path: LikelyPath, est: EstimateText | None = None, note: str | Non
             note_s = "return: path ends"
         elif i.kind == "trap":
             note_s = "trap: path ends"
+        elif i.kind == "switch":
+            note_s = "switch jump table: path ends (no case is likelier in the code)"
         elif i.kind == "alt":
             note_s = "alternative (patched at boot): falls through"
         elif i.cold:

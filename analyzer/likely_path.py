@@ -17,6 +17,7 @@ linked code touches) and link addresses in a linked file (the lines are real).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,11 @@ _COND_JUMPS = frozenset(("jo", "jno", "jb", "jae", "je", "jne", "jbe", "ja", "js
                          "jl", "jge", "jle", "jg", "jcxz", "jecxz", "jrcxz", "loop", "loope", "loopne"))
 
 
+# an indirect jmp through a scaled index (``jmp *0x0(,%rax,8)``, ``notrack jmp *(%rdx,%rax,8)``): a
+# switch's jump table, not a tail call (kernels build with -fno-jump-tables under retpoline, so it is rare)
+_JUMP_TABLE = re.compile(r"\(\s*(%[a-z0-9]+)?\s*,\s*%[a-z0-9]+\s*,\s*[248]\s*\)")
+
+
 @dataclass(frozen=True)
 class PathInsn:
     """One instruction on the likely path, in path order."""
@@ -46,7 +52,7 @@ class PathInsn:
     size: int
     mnemonic: str
     operands: str         # AT&T, as capstone prints them
-    kind: str             # "" | "jcc" | "jmp" | "call" | "ret" | "tail" | "trap" | "alt"
+    kind: str             # "" | "jcc" | "jmp" | "call" | "ret" | "tail" | "trap" | "alt" | "switch"
     target: str | None = None   # the called/jumped-to symbol (calls, tail calls, cold jumps)
     cold: bool = False    # a conditional jump into an out-of-line unlikely part (left out)
     memory: bool = False  # has a memory operand that is accessed (not lea/nop)
@@ -77,7 +83,7 @@ class LikelyPath:
     size: int                       # the whole function symbol's size
     linked: bool                    # addresses are link addresses (else section offsets)
     instructions: list[PathInsn]
-    end: str                        # why the walk stopped: ret | tail | loop | trap | cold | end | undecodable
+    end: str                        # why the walk stopped: ret | tail | switch | loop | trap | cold | end | undecodable
     calls: list[PathCall] = field(default_factory=list)
     pushes: list[str] = field(default_factory=list)   # callee-saved registers pushed
     frame: int = 0                  # bytes taken by `sub $N, %rsp` (pushes not included)
@@ -283,7 +289,9 @@ class _Object:
                 elif direct and not inside and tsec_name.startswith(_ALT_SECTIONS):
                     kind = "alt"      # static_cpu_has(): a jmp that alternatives patch at boot
                 elif mnem.startswith("jmp"):
-                    if not direct:
+                    if not direct and _JUMP_TABLE.search(ops):
+                        kind = "switch"   # a switch's jump table: which case is likely is not in the code
+                    elif not direct:
                         kind = "tail"
                         calls.append(PathCall(shown(pc), ops if ops.startswith("*") else "*" + ops, "indirect"))
                     elif inside:
@@ -314,7 +322,7 @@ class _Object:
             if (is_call or is_jump) and direct and img.relocatable and not inside:
                 ops = target_name or ops
             insns.append(PathInsn(shown(pc), isize, mnem, ops, kind, target_name, cold, memory, taken))
-            if kind in ("ret", "tail", "trap"):
+            if kind in ("ret", "tail", "trap", "switch"):
                 end = kind
                 break
             if taken:

@@ -224,3 +224,34 @@ def test_damaged_objects_give_input_errors(compile_c, tmp_path, cc):
             assert str(e).strip(), n
             outcomes["refused"] += 1
     assert outcomes["ok"] and outcomes["refused"], outcomes
+
+
+SWITCH_C = """
+void ext(int);
+int lp_switch(int x)
+{
+    switch (x) {
+    case 0: ext(1); break;
+    case 1: ext(5); break;
+    case 2: ext(9); break;
+    case 3: ext(11); break;
+    case 4: ext(2); break;
+    case 5: ext(7); break;
+    default: return 3;
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cc", ["gcc-12"])        # clang-19 turns this switch into a lookup of ext's argument
+def test_a_jump_table_ends_the_path_without_a_call(compile_c, tmp_path, cc):
+    """``jmp *table(,%reg,8)`` is a switch, not a tail call: the path ends there and counts no call
+    (objdump shows the jump through the table's relocation into .rodata)."""
+    src = tmp_path / "switch.c"
+    src.write_text(SWITCH_C)
+    obj = compile_c(cc, src, *KERNEL_FLAGS, name=f"switch-{cc}.o")
+    dump = subprocess.run(["objdump", "-dr", "-w", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"jmp\s+\*0x0\(,%r\w+,8\)\s+\S+: R_X86_64_32S\s+\.rodata", dump), dump   # a table indeed
+    (path,) = hot_likely_paths(obj, HotPaths(["lp_switch"]))
+    assert path.end == "switch" and path.calls == [] and path.instructions[-1].kind == "switch"
