@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from analyzer.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF,
                           SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB, SHT_SYMTAB_SHNDX, STB_GLOBAL,
                           STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_GNU_IFUNC, STT_OBJECT,
-                          STT_SECTION, ElfImage, Section, SymbolTable)
+                          STT_SECTION, ElfImage, Section, SymbolTable, check_xindex)
 from analyzer.errors import InputError
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (~4 ms of sizediff's start-up)
@@ -150,6 +150,7 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
         rows = ((n, w, z) for n, z, w in rows)
     xsec = next((s for s in img.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index), None)
     if xsec is not None:
+        check_xindex(img, xsec, symsec.size // entsize)
         rows = _resolve_xindex(img, xsec, rows)
     value_of = _word_value(img, value)
     # memoized per word: a vmlinux has ~119k symbols but ~120 distinct words,
@@ -188,7 +189,7 @@ def _resolve_xindex(img: ElfImage, xsec: Section, rows: Iterable[tuple[int, int,
         xindex.byteswap()
     shift = 16 if img.little else 0           # where st_shndx sits in the word
     for i, (name, word, size) in enumerate(rows, 1):
-        if word >> shift & 0xFFFF == SHN_XINDEX and i < len(xindex):
+        if word >> shift & 0xFFFF == SHN_XINDEX:     # check_xindex: one entry per symbol
             word |= xindex[i] << 32
         yield name, word, size
 
