@@ -74,24 +74,24 @@ def members(path: Path, data: memoryview, real_size: int | None = None) -> list[
         name = hdr[:16].decode("latin-1").rstrip()
         size = _size(hdr[48:58], path, pos)
         body = pos + _HEADER
-        stored = name in ("/", "/SYM64/", "//") or not thin    # thin archives keep only these
+        index = name in ("/", "/SYM64/") and pos == 8
+        names_table = name == "//" and not out and not longnames
+        stored = not thin or index or names_table
         if stored and body + size > n:
             raise InputError(f"{path}: truncated archive member {name!r} at {pos:#x} "
                              f"(size {size} past the end of the file)")
         nxt = body + size + (size & 1) if stored else body
-        if name in ("/", "/SYM64/"):           # symbol index
+        if index:                               # the symbol index comes first (as binutils reads it)
             pos = nxt
             continue
-        if name == "//":                        # long name table (always stored, even in thin archives)
+        if names_table:                         # then the long name table (stored even in thin archives)
             longnames = bytes(data[body:body + size])
             pos = nxt
             continue
         if name.startswith("/") and name[1:2].isdigit():
             name = _long_name(longnames, name, path, pos)
         else:
-            name = name.rstrip("/")
-        if not name:
-            raise InputError(f"{path}: broken archive member header at {pos:#x} (no member name)")
+            name = name.rstrip("/") or name
         label = f"{path}({name})"
         if thin:
             member_path = Path(name) if os.path.isabs(name) else path.parent / name

@@ -166,6 +166,8 @@ def parse_elf(data: memoryview | bytes, name: str, real_size: int | None = None)
     raw = struct.iter_unpack(sh_fmt, data[e_shoff:e_shoff + table])
     strs = struct.unpack_from(sh_fmt, data, e_shoff + e_shstrndx * sh_size)
     shstr = b"" if strs[1] == SHT_NOBITS else bytes(data[strs[4]:strs[4] + strs[5]])
+    if shstr and shstr[-1] != 0:      # binutils: "string table is corrupt"
+        raise InputError(f"{name}: corrupt section name table (section {e_shstrndx} does not end with NUL)")
     names: dict[int, str] = {}      # one str per distinct name offset
     sections = img.sections
     for i, (nm, typ, flags, addr, off, size, link, info, align, entsize) in enumerate(raw):
@@ -232,6 +234,7 @@ def read_symtab(img: ElfImage) -> SymbolTable | None:
     entries = np.frombuffer(img.data, dtype=dt, count=symsec.size // dt.itemsize, offset=symsec.offset)
     strsec = img.sections[symsec.link]
     strtab = bytes(img.section_bytes(strsec))
+    check_strtab(img, strsec, strtab)
     if len(entries) and int(entries["name"].max()) >= max(len(strtab), 1):
         raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
     shndx = entries["shndx"].astype(np.uint32)
@@ -245,6 +248,13 @@ def read_symtab(img: ElfImage) -> SymbolTable | None:
             shndx = shndx.copy()
             shndx[big] = x[big]
     return SymbolTable(img, entries, shndx, strtab)
+
+
+def check_strtab(img: ElfImage, strsec: Section, strtab: bytes | memoryview) -> None:
+    """A string table must end with NUL (binutils calls anything else corrupt), so every name ends."""
+    if len(strtab) and strtab[-1] != 0:
+        raise InputError(f"{img.name}: corrupt string table {strsec.name or strsec.index} "
+                         f"(section {strsec.index} does not end with NUL)")
 
 
 def check_xindex(img: ElfImage, xsec: Section, nsyms: int) -> None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from analyzer.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF,
                           SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB, SHT_SYMTAB_SHNDX, STB_GLOBAL,
                           STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_GNU_IFUNC, STT_OBJECT,
-                          STT_SECTION, ElfImage, Section, SymbolTable, check_xindex)
+                          STT_SECTION, ElfImage, Section, SymbolTable, check_strtab,
+                          check_xindex)
 from analyzer.errors import InputError
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (~4 ms of sizediff's start-up)
@@ -143,6 +144,7 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     if symsec.link >= len(img.sections):
         raise InputError(f"{img.name}: corrupt symbol table (string table index {symsec.link})")
     strtab = img.section_bytes(img.sections[symsec.link])
+    check_strtab(img, img.sections[symsec.link], strtab)
     # the null symbol (entry 0) is not a symbol to bfd
     rows: Iterable[tuple[int, int, int]] = struct.iter_unpack(
         fmt, img.data[symsec.offset + entsize:symsec.offset + symsec.size])
@@ -157,8 +159,8 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     # so the per-symbol cost is one lookup in a plain dict
     memo: dict[int, V | None] = {}
     text = str(strtab, "latin-1")            # one char per byte, one copy (vmlinux: 2.4 MB)
-    if not text.endswith("\0"):              # a NUL at the end: find never fails
-        text += "\0"
+    if not text:                             # check_strtab: a NUL at the end, find never fails
+        text = "\0"
     find = text.find
     nstr = len(strtab)
     names: list[str] = []
