@@ -78,6 +78,7 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
     big: list[tuple[int, int, str]] = []
     over_nm: list[str] = []
     agree = Counter()
+    refused: list[str] = []
     t_start = time.perf_counter()
     done = 0
     for case in range(args.n):
@@ -113,6 +114,7 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
                     print(f"  differs from nm: {label}", flush=True)
             elif nm_rows is not None:
                 agree["nm reads it cleanly, we refuse it"] += 1
+                refused.append(f"{label}: {sd.detail}")
             elif sd.status == "ok":
                 agree["nm fails or warns, we read it"] += 1
             else:
@@ -133,6 +135,8 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
         print(f"{entry:<9} " + "  ".join(f"{k} {c[k]}" for k in ("ok", "InputError", "traceback", "timeout")))
     print("by mutator: " + "; ".join(f"{k}: {dict(v)}" for k, v in sorted(kinds.items())))
     print("symbol list vs nm --size-sort: " + ", ".join(f"{k} {v}" for k, v in agree.most_common()))
+    for line in refused[:12]:
+        print(f"  nm reads it, we refuse: {line[:300]}")
     print(f"traceback/timeout classes: {len(tracebacks)}")
     for cls, cases in sorted(tracebacks.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(cases):5d}  {cls}\n         e.g. {cases[0][:400]}")
