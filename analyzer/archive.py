@@ -9,7 +9,6 @@ archive's members are files named by the archive; each is opened like any input 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from analyzer.errors import InputError
@@ -20,13 +19,15 @@ THIN_MAGIC = b"!<thin>\n"
 _HEADER = 60
 
 
-@dataclass
 class Member:
     """One member: its bytes (from the archive, or from the file a thin archive names)."""
-    name: str
-    label: str              # "archive(member)", for messages
-    data: memoryview
-    real_size: int          # bytes really stored (see analyzer.files.Input)
+    __slots__ = ("name", "label", "data", "real_size")
+
+    def __init__(self, name: str, label: str, data: memoryview, real_size: int):
+        self.name = name
+        self.label = label            # "archive(member)", for messages
+        self.data = data
+        self.real_size = real_size    # bytes really stored (see analyzer.files.Input)
 
 
 def is_archive(data: memoryview | bytes) -> bool:

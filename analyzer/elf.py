@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from analyzer import archive
 from analyzer.errors import InputError
 from analyzer.files import open_input
 
@@ -270,7 +269,8 @@ def load_images(path: str | os.PathLike) -> list[ElfImage]:
     """All ELF images in a file: one for an object/executable, one per member for an archive."""
     path = Path(path)
     got = open_input(path)
-    if archive.is_archive(got.data):
+    if bytes(got.data[:8]) in (b"!<arch>\n", b"!<thin>\n"):
+        from analyzer import archive     # only archives pay for importing it
         return [parse_elf(m.data, m.label, m.real_size) for m in archive.members(path, got.data, got.real_size)]
     if len(got.data) == 0:
         raise InputError(f"{path}: empty file, not an ELF file")
