@@ -71,6 +71,7 @@ def main() -> None:
 
 def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
     datas = [p.read_bytes() for _, p in srcs]
+    em.preload()
     counts: dict[str, Counter] = defaultdict(Counter)
     kinds: dict[str, Counter] = defaultdict(Counter)
     tracebacks: dict[str, list[str]] = defaultdict(list)

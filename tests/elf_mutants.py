@@ -381,6 +381,19 @@ def entry_inspect(path: Path) -> tuple[str, None]:
     return inspect_text(facts, found, hot, True), None
 
 
+def preload() -> None:
+    """Import what the entry points use before forking, so that each case pays for its own work
+    (the children share these pages) and not for importing numpy and capstone again."""
+    import capstone  # noqa: F401
+
+    import analyzer.bloat  # noqa: F401
+    import analyzer.findings  # noqa: F401
+    import analyzer.inline_views  # noqa: F401
+    import analyzer.inlines  # noqa: F401
+    from analyzer.hotpaths import load
+    load(None)
+
+
 def run_forked(entry: str, fn, *args, timeout: float = 10.0) -> Outcome:
     """Run ``fn(*args)`` in a forked child: a hang is killed after ``timeout`` seconds and the
     child's peak RSS is measured apart from ours."""

@@ -22,6 +22,7 @@ def test_fuzz_elf_entry_points(tmp_path):
     objs = em.compile_samples(work)
     assert len(objs) >= 2, "gcc-12 and clang-19 build the samples (scripts/install.sh)"
     datas = [p.read_bytes() for p in objs]
+    em.preload()
     bad: list[str] = []
     outcomes: dict[str, int] = {}
     compared = 0
