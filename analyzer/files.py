@@ -108,3 +108,41 @@ def open_input(path: str | os.PathLike, label: str | None = None) -> Input:
         return Input(data, _real_size(fd, st))
     finally:
         os.close(fd)
+
+
+def read_input(path: str | os.PathLike, label: str | None = None) -> bytes:
+    """The whole contents of a regular file, opened as :func:`open_input` opens it."""
+    return bytes(open_input(path, label).data)
+
+
+GUNZIP_FLOOR = 256 << 20   # a compiler's report of one object is tens of MB
+GUNZIP_RATIO = 100         # text and JSON compress ~10-20x; a gzip bomb ~1000x
+
+
+def gunzip(raw: bytes, label: str, limit: int | None = None) -> bytes:
+    """gzip data decompressed in bounded steps: more than ``limit`` bytes (default: the larger
+    of 256 MB and 100x the compressed size) is an InputError, not a machine out of memory."""
+    import zlib
+    limit = max(GUNZIP_FLOOR, GUNZIP_RATIO * len(raw)) if limit is None else limit
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = []
+    total = 0
+    data = raw
+    try:
+        while data:
+            chunk = d.decompress(data, 1 << 24)
+            total += len(chunk)
+            if total > limit:
+                raise InputError(f"{label}: gzip data decompresses to more than {limit >> 20} MB")
+            out.append(chunk)
+            data = d.unconsumed_tail
+            if d.eof:
+                rest = d.unused_data
+                if rest.strip(b"\0"):                  # another gzip member follows
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    data = rest
+        if not d.eof:
+            raise InputError(f"{label}: corrupt gzip file (truncated)")
+    except zlib.error as e:
+        raise InputError(f"{label}: corrupt gzip file ({e})") from None
+    return b"".join(out)

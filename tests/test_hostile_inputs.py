@@ -252,3 +252,18 @@ def test_page_alloc_damage(example_series, tmp_path):
     refused(good, bad, "does not end with NUL", inspect=False)
     bad = edited(good, tmp_path, lambda b: make_shndx(b, 8))
     refused(good, bad, "corrupt extended section index table", inspect=False)
+
+
+def test_side_files_of_inspect(good, tmp_path):
+    """inspect's other inputs: a remarks file or hot-path list that is a FIFO, and a gzip bomb."""
+    import gzip
+    fifo = tmp_path / "remarks.fifo"
+    os.mkfifo(fifo)
+    bomb = tmp_path / "remarks.json.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (300 << 20), 9))
+    for args, reason in ((["--remarks", str(fifo)], "is a FIFO"), (["--hot", str(fifo)], "is a FIFO"),
+                         (["--remarks", str(bomb)], "decompresses to more than 256 MB")):
+        p = run([*sizewatch_cmd(), "inspect", str(good), *args])
+        err = p.stderr.decode()
+        assert p.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert reason in err, err
