@@ -28,6 +28,14 @@ _KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a FIFO, not a re
 _MAX_EXTENTS = 4096      # data extents walked to measure a sparse file; the rest counts as data
 
 
+class Unreadable(InputError):
+    """The file cannot be read as input (kind of file, permissions, missing): ``reason`` says why."""
+
+    def __init__(self, label: str, reason: str):
+        super().__init__(f"{label}: {reason}")
+        self.reason = reason
+
+
 class Input:
     """A regular file's bytes (read-only map) and how many of them the file really stores.
 
@@ -87,24 +95,24 @@ def open_input(path: str | os.PathLike, label: str | None = None) -> Input:
     try:
         st = os.stat(path)
     except (OSError, ValueError) as e:    # ValueError: a NUL in the name
-        raise InputError(f"{label}: {_os_reason(e) if isinstance(e, OSError) else 'invalid file name'}") from None
+        raise Unreadable(label, _os_reason(e) if isinstance(e, OSError) else "invalid file name") from None
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{label}: {_not_regular(st.st_mode)}")
+        raise Unreadable(label, _not_regular(st.st_mode))
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags)
     except OSError as e:
-        raise InputError(f"{label}: {_os_reason(e)}") from None
+        raise Unreadable(label, _os_reason(e)) from None
     try:
         st = os.fstat(fd)                 # what was opened, not what was looked at
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{label}: {_not_regular(st.st_mode)}")
+            raise Unreadable(label, _not_regular(st.st_mode))
         if st.st_size == 0:
             return Input(memoryview(b""), 0)
         try:
             data = memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
         except (OSError, ValueError) as e:
-            raise InputError(f"{label}: cannot map it ({e})") from None
+            raise Unreadable(label, f"cannot map it ({e})") from None
         return Input(data, _real_size(fd, st))
     finally:
         os.close(fd)

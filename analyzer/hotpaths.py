@@ -11,7 +11,7 @@ from pathlib import Path
 
 from analyzer.clones import parse as parse_clone
 from analyzer.errors import InputError
-from analyzer.files import read_input
+from analyzer.files import Unreadable, read_input
 
 DEFAULT_HOT = (
     "__alloc_pages", "get_page_from_freelist", "rmqueue", "rmqueue_bulk", "rmqueue_buddy",
@@ -36,7 +36,10 @@ def load(path: str | Path | None = None) -> HotPaths:
     """The default list, extended (or replaced, or trimmed) by a user file."""
     if path is None:
         return HotPaths()
-    lines = read_input(path, f"{path}: hot-path list").decode("utf-8", "replace").splitlines()
+    try:
+        lines = read_input(path).decode("utf-8", "replace").splitlines()
+    except Unreadable as e:
+        raise InputError(f"{path}: cannot read hot-path list ({e.reason})") from None
     pats = list(DEFAULT_HOT)
     first = True
     for raw in lines:
