@@ -84,6 +84,7 @@ class ElfImage:
     e_type: int            # 1 REL, 2 EXEC, 3 DYN
     machine: int
     sections: list[Section] = field(default_factory=list)
+    shstrndx: int = 0      # the section name table's index
 
     @property
     def machine_name(self) -> str:
@@ -164,6 +165,7 @@ def parse_elf(data: memoryview | bytes, name: str, real_size: int | None = None)
     if e_shstrndx >= e_shnum:
         raise InputError(f"{name}: corrupt ELF header (section name table index {e_shstrndx} "
                          f"of {e_shnum} sections)")
+    img.shstrndx = e_shstrndx
     raw = struct.iter_unpack(sh_fmt, data[e_shoff:e_shoff + table])
     strs = struct.unpack_from(sh_fmt, data, e_shoff + e_shstrndx * sh_size)
     shstr = b"" if strs[1] == SHT_NOBITS else bytes(data[strs[4]:strs[4] + strs[5]])
@@ -239,7 +241,9 @@ def read_symtab(img: ElfImage) -> SymbolTable | None:
     if len(entries) and int(entries["name"].max()) >= max(len(strtab), 1):
         raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
     shndx = entries["shndx"].astype(np.uint32)
-    xsec = next((s for s in img.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index), None)
+    # the last one, as binutils reads it (bfd_section_from_shdr puts each at the head of its list)
+    xsec = next((s for s in reversed(img.sections) if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index),
+                None)
     if xsec is not None:
         check_xindex(img, xsec, len(entries))
         x = np.frombuffer(img.data, dtype=("<u4" if img.little else ">u4"), count=len(entries),

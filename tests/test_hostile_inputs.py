@@ -267,3 +267,23 @@ def test_side_files_of_inspect(good, tmp_path):
         err = p.stderr.decode()
         assert p.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
         assert reason in err, err
+
+
+def test_symbol_in_a_section_binutils_drops(good, tmp_path, bloat_o_meter):
+    """Damage nm reads without complaint gives nm's reading: a function 'defined' in a relocation
+    section or the symbol table is absolute to binutils, and left out of nm --size-sort."""
+    def edit(buf):
+        sym, st = _symtab(buf)
+        names = bytes(buf[sections(bytes(buf))[st[6]][4]:])
+        rela = _of_type(bytes(buf), SHT_RELA)[0]
+        for k in range(st[5] // SYM.size):
+            off = st[4] + k * SYM.size
+            if names[struct.unpack_from("<I", buf, off)[0]:].startswith(b"api\0"):
+                struct.pack_into("<H", buf, off + 6, rela)
+            if names[struct.unpack_from("<I", buf, off)[0]:].startswith(b"big\0"):
+                struct.pack_into("<H", buf, off + 6, sym)
+    bad = edited(good, tmp_path, edit)
+    p = run([*sizediff_cmd(), str(good), str(bad)])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == bloat_o_meter(good, bad).stdout
+    assert b"api" in p.stdout and b"big" in p.stdout      # both gone from the damaged file
