@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -72,6 +73,8 @@ def main() -> None:
 def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
     datas = [p.read_bytes() for _, p in srcs]
     em.preload()
+    print(f"# forking process after imports: {em._rss_kb() >> 10} MB RSS (the children start from it; "
+          f"'growth' below is over it)", flush=True)
     counts: dict[str, Counter] = defaultdict(Counter)
     kinds: dict[str, Counter] = defaultdict(Counter)
     tracebacks: dict[str, list[str]] = defaultdict(list)
@@ -79,7 +82,7 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
     big: list[tuple[int, int, str]] = []
     over_nm: list[str] = []
     agree = Counter()
-    refused: list[str] = []
+    refused: list[tuple[str, str]] = []
     t_start = time.perf_counter()
     done = 0
     for case in range(args.n):
@@ -115,7 +118,7 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
                     print(f"  differs from nm: {label}", flush=True)
             elif nm_rows is not None:
                 agree["nm reads it cleanly, we refuse it"] += 1
-                refused.append(f"{label}: {sd.detail}")
+                refused.append((label, sd.detail))
             elif sd.status == "ok":
                 agree["nm fails or warns, we read it"] += 1
             else:
@@ -136,8 +139,12 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
         print(f"{entry:<9} " + "  ".join(f"{k} {c[k]}" for k in ("ok", "InputError", "traceback", "timeout")))
     print("by mutator: " + "; ".join(f"{k}: {dict(v)}" for k, v in sorted(kinds.items())))
     print("symbol list vs nm --size-sort: " + ", ".join(f"{k} {v}" for k, v in agree.most_common()))
-    for line in refused[:12]:
-        print(f"  nm reads it, we refuse: {line[:300]}")
+    classes = Counter(" ".join(re.sub(r"0x[0-9a-f]+|\d+", "N", detail.split(": ", 1)[-1]).split()[:4])
+                      for _label, detail in refused)
+    for cls, k in classes.most_common():
+        print(f"  nm reads it, we refuse: {k:5d}  {cls}")
+    for label, detail in refused[:5]:
+        print(f"    e.g. {label}: {detail[:200]}")
     print(f"traceback/timeout classes: {len(tracebacks)}")
     for cls, cases in sorted(tracebacks.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(cases):5d}  {cls}\n         e.g. {cases[0][:400]}")
