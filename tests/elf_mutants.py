@@ -328,7 +328,7 @@ def make(seed: int, case: int, sources: list[bytes], where: Path) -> Mutant:
             try:
                 body, d2 = OBJECT_MUTATORS[k2](rng, body)
                 kind, detail = f"{kind}+{k2}", f"{detail}; {d2}"
-            except (struct.error, IndexError, ValueError):
+            except (struct.error, IndexError, ValueError, OverflowError):
                 pass                              # the first damage left nothing to edit
     path = where / "case.o"
     path.write_bytes(body)
