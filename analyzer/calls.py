@@ -105,7 +105,7 @@ def call_graph(img: ElfImage, table: SymbolTable, only: set[int] | None = None) 
         if shn not in relmaps:
             relmap: dict[int, tuple[int, int]] = {}
             if img.relocatable:
-                rel = read_relocations(img, sec)
+                rel = read_relocations(img, sec, len(table.entries))
                 if rel is not None:
                     m = np.isin(rel.type, np.array(_BRANCH_RELOCS, dtype=np.uint32))
                     relmap = dict(zip(rel.offset[m].tolist(), zip(rel.sym[m].tolist(), rel.addend[m].tolist())))
@@ -189,7 +189,7 @@ def address_references(img: ElfImage, table: SymbolTable, graph: CallGraph) -> d
         is_code = bool(target.flags & SHF_EXECINSTR)
         if not is_code and not target.name.startswith(_POINTER_SECTIONS):
             continue
-        rel = read_relocations(img, target)
+        rel = read_relocations(img, target, len(table.entries))
         if rel is None:
             continue
         for off, sym, typ, add in zip(rel.offset.tolist(), rel.sym.tolist(), rel.type.tolist(),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from analyzer.clones import parse as parse_clone
 from analyzer.errors import InputError
+from analyzer.files import Unreadable, read_input
 
 DEFAULT_HOT = (
     "__alloc_pages", "get_page_from_freelist", "rmqueue", "rmqueue_bulk", "rmqueue_buddy",
@@ -36,9 +37,9 @@ def load(path: str | Path | None = None) -> HotPaths:
     if path is None:
         return HotPaths()
     try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read hot-path list ({e.strerror})") from None
+        lines = read_input(path).decode("utf-8", "replace").splitlines()
+    except Unreadable as e:
+        raise InputError(f"{path}: cannot read hot-path list ({e.reason})") from None
     pats = list(DEFAULT_HOT)
     first = True
     for raw in lines:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from analyzer.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF,
                           SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB, SHT_SYMTAB_SHNDX, STB_GLOBAL,
                           STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_GNU_IFUNC, STT_OBJECT,
-                          STT_SECTION, ElfImage, Section, SymbolTable)
+                          STT_SECTION, ElfImage, Section, SymbolTable, check_strtab,
+                          check_xindex)
 from analyzer.errors import InputError
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (~4 ms of sizediff's start-up)
@@ -55,18 +56,44 @@ def section_letter(sec: Section) -> str:
     return "?"
 
 
-def symbol_letter(info: int, shndx: int, section_letters: list[str], xindex: bool = False) -> str | None:
+SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_REL = 0, 3, 4, 9
+
+
+def section_letters(img: ElfImage) -> list[str | None]:
+    """:func:`section_letter` of every section, None for those binutils makes no BFD section of
+    (bfd_section_from_shdr): a symbol "defined" there is absolute to nm, and ``--size-sort``
+    leaves it out. Those are inactive (SHT_NULL) sections, the symbol table and its
+    SHT_SYMTAB_SHNDX, the symbol and section name string tables, and the relocation sections
+    that patch another section against the symbol table."""
+    secs = img.sections
+    n = len(secs)
+    symtab = next((s.index for s in secs if s.type == SHT_SYMTAB), -1)
+    strtab = secs[symtab].link if symtab >= 0 else -1
+    out: list[str | None] = []
+    for s in secs:
+        t = s.type
+        if (t == SHT_NULL or (t == SHT_SYMTAB and not s.flags & SHF_ALLOC) or t == SHT_SYMTAB_SHNDX
+                or (t == SHT_STRTAB and s.index in (img.shstrndx, strtab))
+                or (t in (SHT_RELA, SHT_REL) and s.link == symtab and not s.flags & SHF_ALLOC
+                    and 0 < s.info < n and secs[s.info].type not in (SHT_RELA, SHT_REL, SHT_SYMTAB))):
+            out.append(None)
+        else:
+            out.append(section_letter(s))
+    return out
+
+
+def symbol_letter(info: int, shndx: int, section_letters: list[str | None], xindex: bool = False) -> str | None:
     """nm's type letter for a symbol with this st_info and st_shndx, or None when
     ``nm --size-sort`` leaves it out whatever its size (section and file symbols,
     undefined, absolute, an index past the section table). ``xindex``: shndx came
     from SHT_SYMTAB_SHNDX, so it is a section index even in the reserved range.
-    ``section_letters`` holds :func:`section_letter` of every section."""
+    ``section_letters`` holds :func:`section_letters` of the image."""
     stype, bind = info & 0xF, info >> 4
     if stype == STT_SECTION or stype == STT_FILE or shndx == SHN_UNDEF:
         return None
     if shndx >= SHN_LORESERVE and not xindex:   # of the reserved indices nm lists only commons
         return "C" if shndx == SHN_COMMON else None
-    if shndx >= len(section_letters):
+    if shndx >= len(section_letters) or section_letters[shndx] is None:
         return None
     if stype == STT_GNU_IFUNC:
         return "i"
@@ -94,7 +121,7 @@ def letters(table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
     """
     import numpy as np
     e = table.entries
-    sec_letters = [section_letter(s) for s in table.image.sections]
+    sec_letters = section_letters(table.image)
     xindex = e["shndx"] == SHN_XINDEX
     keys = e["info"].astype(np.uint64) | table.shndx.astype(np.uint64) << 8 | xindex.astype(np.uint64) << 40
     words = np.unique(keys)
@@ -112,13 +139,13 @@ def _word_value(img: ElfImage, value: Callable[[str, int], V | None]) -> Callabl
     (bits 32 and up: an SHN_XINDEX symbol's real section index); None if nm leaves it out."""
     order = "little" if img.little else "big"
     fields = struct.Struct(("<" if img.little else ">") + "BBH")
-    section_letters = [section_letter(s) for s in img.sections]
+    letters_ = section_letters(img)
 
     def of(word: int) -> V | None:
         info, _other, shndx = fields.unpack((word & 0xFFFFFFFF).to_bytes(4, order))
         if word >> 32:
             shndx = word >> 32
-        letter = symbol_letter(info, shndx, section_letters, xindex=bool(word >> 32))
+        letter = symbol_letter(info, shndx, letters_, xindex=bool(word >> 32))
         return None if letter is None else value(letter, shndx)
     return of
 
@@ -143,21 +170,25 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     if symsec.link >= len(img.sections):
         raise InputError(f"{img.name}: corrupt symbol table (string table index {symsec.link})")
     strtab = img.section_bytes(img.sections[symsec.link])
+    check_strtab(img, img.sections[symsec.link], strtab)
     # the null symbol (entry 0) is not a symbol to bfd
     rows: Iterable[tuple[int, int, int]] = struct.iter_unpack(
         fmt, img.data[symsec.offset + entsize:symsec.offset + symsec.size])
     if img.elfclass == 32:     # (name, size, word) -> the ELF64 order
         rows = ((n, w, z) for n, z, w in rows)
-    xsec = next((s for s in img.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index), None)
+    # the last one, as binutils reads it (bfd_section_from_shdr puts each at the head of its list)
+    xsec = next((s for s in reversed(img.sections) if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index),
+                None)
     if xsec is not None:
+        check_xindex(img, xsec, symsec.size // entsize)
         rows = _resolve_xindex(img, xsec, rows)
     value_of = _word_value(img, value)
     # memoized per word: a vmlinux has ~119k symbols but ~120 distinct words,
     # so the per-symbol cost is one lookup in a plain dict
     memo: dict[int, V | None] = {}
     text = str(strtab, "latin-1")            # one char per byte, one copy (vmlinux: 2.4 MB)
-    if not text.endswith("\0"):              # a NUL at the end: find never fails
-        text += "\0"
+    if not text:                             # check_strtab: a NUL at the end, find never fails
+        text = "\0"
     find = text.find
     nstr = len(strtab)
     names: list[str] = []
@@ -188,7 +219,7 @@ def _resolve_xindex(img: ElfImage, xsec: Section, rows: Iterable[tuple[int, int,
         xindex.byteswap()
     shift = 16 if img.little else 0           # where st_shndx sits in the word
     for i, (name, word, size) in enumerate(rows, 1):
-        if word >> shift & 0xFFFF == SHN_XINDEX and i < len(xindex):
+        if word >> shift & 0xFFFF == SHN_XINDEX:     # check_xindex: one entry per symbol
             word |= xindex[i] << 32
         yield name, word, size
 

@@ -83,8 +83,12 @@ def symbol_addresses(img: ElfImage, table: SymbolTable) -> np.ndarray:
     return out
 
 
-def read_relocations(img: ElfImage, target: Section) -> Relocations | None:
-    """The RELA section that patches ``target`` (None if there is none)."""
+def read_relocations(img: ElfImage, target: Section, nsyms: int | None = None) -> Relocations | None:
+    """The RELA section that patches ``target`` (None if there is none).
+
+    ``nsyms``: the symbol table's length; a relocation naming a symbol past it is corrupt
+    (callers index their symbol columns with these numbers).
+    """
     rel = next((s for s in img.sections if s.type in (SHT_RELA, SHT_REL) and s.info == target.index), None)
     if rel is None:
         return None
@@ -103,6 +107,9 @@ def read_relocations(img: ElfImage, target: Section) -> Relocations | None:
         sym, typ = (info >> np.uint64(32)).astype(np.uint32), (info & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     else:
         sym, typ = (info >> np.uint64(8)).astype(np.uint32), (info & np.uint64(0xFF)).astype(np.uint32)
+    if nsyms is not None and len(sym) and int(sym.max()) >= nsyms:
+        raise InputError(f"{img.name}: corrupt relocation in {rel.name} (symbol index {int(sym.max())} "
+                         f"past the symbol table of {nsyms})")
     return Relocations(target, raw["offset"].astype(np.uint64), sym, typ, raw["addend"].astype(np.int64))
 
 
@@ -115,19 +122,25 @@ def relocated_bytes(img: ElfImage, sec: Section, table: SymbolTable | None,
     data = bytes(img.section_bytes(sec))
     if not img.relocatable or table is None:
         return data
-    rel = read_relocations(img, sec)
+    rel = read_relocations(img, sec, len(table.entries))
     if rel is None or not len(rel.offset):
         return data
     if img.machine != EM_X86_64:
         raise InputError(f"{img.name}: applying relocations for {img.machine_name} is not supported (x86-64 only)")
     if symaddr is None:
         symaddr = symbol_addresses(img, table)
-    if int(rel.sym.max()) >= len(symaddr):
-        raise InputError(f"{img.name}: corrupt relocation in {sec.name} (symbol index past symbol table)")
     known = np.isin(rel.type, np.fromiter((k for k in R_X86_64), dtype=np.uint32))
     if not known.all():
         bad = int(rel.type[~known][0])
         raise InputError(f"{img.name}: unknown relocation type {R_X86_64_NAMES.get(bad, bad)} in {sec.name}")
+    # every patched field inside the section, checked unsigned (an offset of 2**63 or more
+    # would turn negative as an index and patch from the end)
+    width = np.fromiter((R_X86_64[t][0] if R_X86_64.get(t) else 0 for t in range(max(R_X86_64) + 1)),
+                        dtype=np.uint64, count=max(R_X86_64) + 1)[rel.type]
+    patched = width > 0
+    offs, size = rel.offset[patched], np.uint64(len(data))
+    if bool(((offs >= size) | (offs + width[patched] > size)).any()):   # the first: no overflow below
+        raise InputError(f"{img.name}: corrupt relocation in {sec.name} (offset past section end)")
     value = symaddr[rel.sym].astype(np.int64) + rel.addend
     pcrel = np.isin(rel.type, np.array([2, 4, 24], dtype=np.uint32))
     value[pcrel] -= rel.offset[pcrel].astype(np.int64)
@@ -138,9 +151,7 @@ def relocated_bytes(img: ElfImage, sec: Section, table: SymbolTable | None,
                                           dtype=np.uint32))
         if not mask.any():
             continue
-        offs = rel.offset[mask].astype(np.int64)
-        if int(offs.max()) + width > len(buf):
-            raise InputError(f"{img.name}: corrupt relocation in {sec.name} (offset past section end)")
+        offs = rel.offset[mask].astype(np.int64)     # checked above: 0 <= offs <= len - width
         v = uval[mask]
         for k in range(width):
             byte = ((v >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)

@@ -8,13 +8,13 @@ Formats read (detected from the content, not the name):
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from analyzer.errors import InputError
+from analyzer.files import gunzip, read_input
 
 PASSED = "inlined"
 MISSED = "not_inlined"
@@ -182,17 +182,9 @@ def parse_text(text: str) -> list[Remark]:
 def read_remarks(path: str | Path) -> list[Remark]:
     """Remarks from one report file (gzip is detected from its magic bytes)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
+    raw = read_input(path)                   # a regular file only: never a FIFO or device
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise InputError(f"{path}: corrupt gzip file ({e})") from None
+        raw = gunzip(raw, str(path))         # bounded: a gzip bomb is an InputError
     try:
         return parse_text(raw.decode("utf-8", "replace"))
     except InputError as e:
