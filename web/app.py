@@ -4,8 +4,9 @@ from __future__ import annotations
 from flask import Flask
 
 from db.store import Store, open_store
-from web import errors, formatting
+from web import cache, errors, formatting
 from web.jobs import Jobs
+from web.pagecache import PageCache
 from web.settings import WebSettings
 from web.symbol_cache import SymbolCache
 from web.templating import DashboardEnvironment
@@ -21,9 +22,13 @@ def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
     app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)
     app.extensions["sizewatch.jobs"] = Jobs(settings.job_logs)
     app.extensions["sizewatch.symbols"] = SymbolCache()
+    app.extensions["sizewatch.code"] = cache.code_fingerprint()
+    app.extensions["sizewatch.pages"] = PageCache(settings.page_cache, settings.pages_bytes) \
+        if settings.pages_bytes > 0 else None
     for bp in PAGES:
         app.register_blueprint(bp)
     errors.register(app)
+    cache.register(app)
     formatting.register(app)
     app.jinja_env.globals["actions_enabled"] = settings.token is not None
     return app

@@ -1,0 +1,216 @@
+"""Pages revalidated and cached by the store's change counters (migration 0012, web.cache): ETags
+and 304s, the rendered-page cache shared by server processes, gzip, and no stale page after a write.
+Stores here hold real objects compiled by gcc-12 (no kernel needed); the kernel-marked test at the
+end writes with a real ``sizewatch run``."""
+from __future__ import annotations
+
+import gzip
+import re
+import sqlite3
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ci.pipeline.objects import object_record
+from conftest import sizewatch_cmd
+from db.models import BuildRecord, Commit, ConfigInfo, FunctionRow, Series, SeriesPatch
+from db.store import open_store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+def _record(sha: str, parent: str | None, obj: Path, toolchain: str = "gcc-12") -> BuildRecord:
+    o = object_record(obj, "x.o")
+    o.functions = [FunctionRow("split_me", 10, "plain", True, 0, 0, 0, {"name": "split_me"})]
+    return BuildRecord("t", Commit(sha, parent, f"subject {sha[:4]}", "A <a@b>", "2024-01-01"),
+                       toolchain, f"{toolchain} (Debian) 1.0",
+                       ConfigInfo("defconfig-x", config_hash="h", config_text="CONFIG_X=y\n"),
+                       "x.o", "ok", objects=[o], log="built\n")
+
+
+@pytest.fixture
+def small_store(tmp_path, compile_c) -> Path:
+    """Three commits under gcc-12, b compared with a, a series of b and c."""
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+    b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="cache-b.o")
+    db = tmp_path / "s.db"
+    with open_store(db) as s:
+        ba = s.record_build(_record(A, None, a))
+        bb = s.record_build(_record(B, A, b))
+        s.record_build(_record(C, B, b))
+        s.record_comparison(bb, ba, [])
+        s.record_series(Series("t", "<cover@x>", "[PATCH 0/2] s", base_sha=A,
+                               patches=[SeriesPatch(1, "p1", commit_sha=B), SeriesPatch(2, "p2", commit_sha=C)]))
+    return db
+
+
+@pytest.fixture
+def app_for(tmp_path):
+    from web.app import create_app
+    from web.settings import WebSettings
+    return lambda db, **kw: create_app(WebSettings(db, jobs_dir=tmp_path / "jobs", **kw))
+
+
+def test_counters_move_with_the_rows_under_each_page(small_store, compile_c):
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+    pages = {"index": {}, "a": {"commit": A}, "b": {"commit": B}, "c": {"commit": C}, "series": {"series": 1}}
+    with open_store(small_store) as s:
+        before = {k: s.change_stamp(**v) for k, v in pages.items()}
+        s.record_build(_record(C, B, a, toolchain="clang-19"))       # a new build of c only
+        after = {k: s.change_stamp(**v) for k, v in pages.items()}
+        # the store, c's page and the series holding c move; a's and b's pages do not
+        assert {k for k in pages if before[k] != after[k]} == {"index", "c", "series"}
+        s.record_series(Series("t", "<cover@x>", "[PATCH v2 0/2] s", version=2, base_sha=A,
+                               patches=[SeriesPatch(1, "p1", commit_sha=B)]))
+        again = {k: s.change_stamp(**v) for k, v in pages.items()}
+        # a new version of the series: its page, its patches' pages (they list their series)
+        assert {k for k in pages if after[k] != again[k]} == {"index", "b", "c", "series"}
+
+
+def test_counters_and_migrations(small_store):
+    from db import migrate
+    conn = sqlite3.connect(small_store, isolation_level=None)
+    n = conn.execute("SELECT n FROM change_counters WHERE scope = 'schema'").fetchone()[0]
+    d = small_store.parent / "mig"
+    d.mkdir()
+    for m in migrate.available():
+        (d / m.path.name).write_text(m.path.read_text())
+    (d / "0999_more.sql").write_text("CREATE TABLE more (x);\n")
+    assert migrate.migrate(conn, directory=d) == [999]
+    assert conn.execute("SELECT n FROM change_counters WHERE scope = 'schema'").fetchone()[0] == n + 1
+    # a commit row re-recorded unchanged bumps nothing; a changed subject bumps its commit
+    c = conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0]
+    conn.execute("UPDATE commits SET subject = subject")
+    assert conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0] == c
+    conn.execute("UPDATE commits SET subject = 'new' WHERE sha = ?", (A,))
+    assert conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0] == c + 1
+
+
+def test_etag_304_and_fresh_after_a_write(small_store, app_for, compile_c):
+    client = app_for(small_store).test_client()
+    pages = [f"/commit/{C}", f"/api/commit/{C}", f"/commit/{C}.txt", f"/matrix/{C}", "/series/1", "/api/series/1",
+             "/", "/api/", "/function/split_me", "/api/function/split_me"]
+    etags = {}
+    for p in pages:
+        r = client.get(p)
+        assert r.status_code == 200, p
+        assert r.headers["Cache-Control"] == "public, no-cache" and "Accept-Encoding" in r.headers["Vary"]
+        assert r.headers["X-Sizewatch-Cache"] == "miss"
+        etags[p] = r.headers["ETag"]
+        assert etags[p].startswith('W/"')
+        again = client.get(p)
+        assert again.headers["X-Sizewatch-Cache"] == "hit" and again.data == r.data and again.headers["ETag"] == etags[p]
+        assert client.get(p, headers={"If-None-Match": etags[p]}).status_code == 304
+    assert len(set(etags.values())) == len(pages)          # one key per URL
+    assert "clang-19" not in client.get(f"/commit/{C}").get_data(as_text=True)
+    # untouched: b's page keeps its ETag across a write to c
+    b_tag = client.get(f"/commit/{B}").headers["ETag"]
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+    with open_store(small_store) as s:
+        s.record_build(_record(C, B, a, toolchain="clang-19"))
+    for p in pages:
+        r = client.get(p, headers={"If-None-Match": etags[p]})
+        assert r.status_code == 200 and r.headers["ETag"] != etags[p], p
+        assert r.headers["X-Sizewatch-Cache"] == "miss"
+    assert "clang-19" in client.get(f"/commit/{C}").get_data(as_text=True)
+    assert "clang-19" in client.get("/series/1").get_data(as_text=True)
+    assert client.get(f"/commit/{B}", headers={"If-None-Match": b_tag}).status_code == 304
+    # errors are never cached or tagged
+    r = client.get("/commit/dddddddd")
+    assert r.status_code == 404 and "ETag" not in r.headers
+
+
+def test_gzip_for_pages_and_static_files(small_store, app_for):
+    client = app_for(small_store).test_client()
+    for p in [f"/commit/{B}", "/api/", "/static/sizewatch.css", "/static/vendor/chart.umd.min.js"]:
+        plain = client.get(p)
+        zipped = client.get(p, headers={"Accept-Encoding": "gzip, br"})
+        assert plain.status_code == zipped.status_code == 200, p
+        assert "Content-Encoding" not in plain.headers
+        assert zipped.headers["Content-Encoding"] == "gzip", p
+        assert gzip.decompress(zipped.data) == plain.data, p
+        assert len(zipped.data) < len(plain.data) / 2, p
+
+
+def test_page_cache_is_bounded(small_store, app_for):
+    app = app_for(small_store, pages_bytes=64 << 10)
+    client = app.test_client()
+    for n in range(300):                     # 300 distinct URLs of ~1-2 kB compressed each
+        assert client.get(f"/commit/{B}?n={n}").status_code == 200
+    cache = app.extensions["sizewatch.pages"]
+    cache.trim()
+    pages, size = cache.stats()
+    assert 0 < size <= 64 << 10 and pages < 300
+    assert client.get(f"/commit/{B}?n=299").headers["X-Sizewatch-Cache"] == "hit"     # the newest stay
+
+
+def start_server(db: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", str(db), "--host", "127.0.0.1", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    m = re.search(r"on (http://127\.0\.0\.1:\d+)/", line)
+    if not m:
+        proc.kill()
+        pytest.fail(f"sizewatch serve did not start: {line}{proc.stderr.read()}")
+    return proc, m[1]
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err
+
+
+def fetch(url: str, **headers) -> tuple[int, dict, bytes]:
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_two_servers_several_workers_agree_after_a_write(small_store, compile_c):
+    """Two ``sizewatch serve`` (gunicorn, two worker processes each) on one store: the same page,
+    the same ETag from every process; after a build is written, new content from all of them."""
+    servers = [start_server(small_store, "--workers", "2"), start_server(small_store, "--workers", "2")]
+    try:
+        url = f"/commit/{C}"
+        first = [fetch(base + url, **{"Accept-Encoding": "gzip"}) for _, base in servers for _ in range(4)]
+        assert {st for st, _, _ in first} == {200}
+        assert len({h["ETag"] for _, h, _ in first}) == 1
+        assert len({gzip.decompress(body) for _, _, body in first}) == 1
+        assert {h["X-Sizewatch-Cache"] for _, h, _ in first[1:]} == {"hit"}      # shared by the processes
+        assert b"clang-19" not in gzip.decompress(first[0][2])
+        tag = first[0][1]["ETag"]
+        a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+        with open_store(small_store) as s:
+            s.record_build(_record(C, B, a, toolchain="clang-19"))
+        after = [fetch(base + url, **{"If-None-Match": tag}) for _, base in servers for _ in range(4)]
+        assert {st for st, _, _ in after} == {200}
+        assert len({h["ETag"] for _, h, _ in after}) == 1 and after[0][1]["ETag"] != tag
+        assert all(b"clang-19" in body for _, _, body in after)
+        assert fetch(servers[0][1] + url, **{"If-None-Match": after[0][1]["ETag"]})[0] == 304
+    finally:
+        errs = [stop(p) for p, _ in servers]
+    assert not any("Traceback" in e for e in errs), errs
+
+
+def test_serve_reports_a_busy_port_in_one_line(small_store):
+    proc, base = start_server(small_store)
+    try:
+        port = base.rsplit(":", 1)[1]
+        r = subprocess.run([*sizewatch_cmd(), "serve", "--db", str(small_store), "--host", "127.0.0.1", "--port", port],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot listen" in r.stderr
+    finally:
+        stop(proc)
