@@ -5,6 +5,7 @@ end writes with a real ``sizewatch run``."""
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import sqlite3
 import subprocess
@@ -214,3 +215,46 @@ def test_serve_reports_a_busy_port_in_one_line(small_store):
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot listen" in r.stderr
     finally:
         stop(proc)
+
+
+@pytest.mark.kernel
+def test_page_is_new_right_after_sizewatch_run(example_store, tmp_path):
+    """The issue's case: readers hold a patch page (and its series) from two server processes; a
+    ``sizewatch run`` stores a new build for that commit; the next read from either process is the
+    new page (new ETag, the new toolchain's table), never the cached one."""
+    from conftest import EXAMPLE_MBOX, EXAMPLE_TOOLCHAINS
+    db = tmp_path / "store.db"
+    src, dst = sqlite3.connect(example_store[0]), sqlite3.connect(db)
+    src.backup(dst)
+    src.close()
+    with open_store(db) as s:
+        (ser,) = s.list_series()
+        head = ser.patches[-1].commit_sha
+    # the head patch without its clang-19 build, as when the run had not got to it yet
+    dst.execute("PRAGMA foreign_keys = ON")
+    dst.execute("DELETE FROM builds WHERE commit_id = (SELECT id FROM commits WHERE sha = ?) AND toolchain_id = "
+                "(SELECT id FROM toolchains WHERE name = 'clang-19')", (head,))
+    dst.commit()
+    dst.close()
+    servers = [start_server(db), start_server(db)]
+    try:
+        urls = [f"/commit/{head}", f"/api/commit/{head}", f"/series/{ser.id}"]
+        before = {u: [fetch(base + u) for _, base in servers] for u in urls}
+        for u in urls:
+            assert [st for st, _, _ in before[u]] == [200, 200]
+            assert before[u][0][2] == before[u][1][2] and before[u][0][1]["ETag"] == before[u][1][1]["ETag"]
+        assert [t["toolchain"] for t in json.loads(before[urls[1]][0][2])["toolchains"]] == ["gcc-12"]
+        run = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), "--toolchains", EXAMPLE_TOOLCHAINS,
+                              "--db", str(db)], capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr
+        for u in urls:
+            after = [fetch(base + u, **{"If-None-Match": before[u][0][1]["ETag"]}) for _, base in servers]
+            assert [st for st, _, _ in after] == [200, 200], u
+            assert after[0][2] == after[1][2] and after[0][1]["ETag"] == after[1][1]["ETag"] != before[u][0][1]["ETag"]
+            assert after[0][2] != before[u][0][2]
+        got = json.loads(fetch(servers[1][1] + urls[1])[2])
+        assert [t["toolchain"] for t in got["toolchains"]] == ["gcc-12", "clang-19"]
+        assert got["toolchains"][1]["status"] == "ok"
+    finally:
+        errs = [stop(p) for p, _ in servers]
+    assert not any("Traceback" in e for e in errs), errs
