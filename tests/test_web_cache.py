@@ -258,3 +258,27 @@ def test_page_is_new_right_after_sizewatch_run(example_store, tmp_path):
     finally:
         errs = [stop(p) for p, _ in servers]
     assert not any("Traceback" in e for e in errs), errs
+
+
+def test_matrix_is_paged(tmp_path, compile_c, app_for):
+    """The matrix shows a page of rows by spread; the pages together are the whole ranking."""
+    gcc = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="mx-gcc.o")
+    clang = compile_c("clang-19", FIXTURES / "inline_cases.c", name="mx-clang.o")
+    db = tmp_path / "m.db"
+    with open_store(db) as s:
+        s.record_build(_record(A, None, gcc))
+        s.record_build(_record(A, None, clang, toolchain="clang-19"))
+    client = app_for(db).test_client()
+    whole = client.get(f"/api/matrix/{A}?limit=1000").get_json()
+    n = whole["differing"]
+    assert n >= 3 and len(whole["rows"]) == n
+    got = []
+    for off in range(0, n, 2):
+        page = client.get(f"/api/matrix/{A}?limit=2&offset={off}").get_json()
+        assert page["offset"] == off and page["limit"] == 2
+        got += page["rows"]
+    assert got == whole["rows"]
+    html = client.get(f"/matrix/{A}?limit=2&offset=2").get_data(as_text=True)
+    assert 'rel="next" href="?limit=2&amp;offset=4"' in html and 'rel="prev" href="?limit=2&amp;offset=0"' in html
+    assert "No rows past" in client.get(f"/matrix/{A}?offset={n + 5}").get_data(as_text=True)
+    assert client.get(f"/api/matrix/{A}?offset=x").status_code == 400
