@@ -206,6 +206,27 @@ def test_two_servers_several_workers_agree_after_a_write(small_store, compile_c)
     assert not any("Traceback" in e for e in errs), errs
 
 
+def test_readers_of_a_new_page_wait_for_one_render(small_store):
+    """A mail goes out: many readers at once ask two servers (two workers each) for the same page no
+    one has rendered yet. One request renders it; the others get its bytes (waited for, or from the
+    cache): the same body and ETag for all."""
+    from concurrent.futures import ThreadPoolExecutor
+    servers = [start_server(small_store, "--workers", "2", "--threads", "4"),
+               start_server(small_store, "--workers", "2", "--threads", "4")]
+    try:
+        for round_ in range(3):
+            url = f"/commit/{C}?herd={round_}"
+            with ThreadPoolExecutor(16) as pool:
+                got = list(pool.map(lambda i: fetch(servers[i % 2][1] + url), range(16)))
+            assert {st for st, _, _ in got} == {200}
+            assert len({body for _, _, body in got}) == 1 and len({h["ETag"] for _, h, _ in got}) == 1
+            states = [h["X-Sizewatch-Cache"] for _, h, _ in got]
+            assert states.count("miss") == 1 and set(states) <= {"miss", "waited", "hit"}, states
+    finally:
+        errs = [stop(p) for p, _ in servers]
+    assert not any("Traceback" in e for e in errs), errs
+
+
 def test_serve_reports_a_busy_port_in_one_line(small_store):
     proc, base = start_server(small_store)
     try:

@@ -8,7 +8,9 @@ parent, a series and its commits). Per request, before any page work:
 2. a reader or proxy that already holds that page (``If-None-Match``) gets a 304;
 3. a page another request (in any server process) rendered under that key is sent from the shared
    page cache (web.pagecache), already gzip-compressed;
-4. otherwise the page is rendered, compressed once, stored and sent.
+4. otherwise the request claims the key and renders, compresses once, stores and sends the page;
+   readers asking for it meanwhile (a mail just went out) wait for those bytes instead of
+   rendering it again each.
 
 ``Cache-Control: public, no-cache``: readers and proxies may keep a page but ask before each use,
 so nobody sees an old page after ``sizewatch run`` finished writing (the counters move in the
@@ -43,6 +45,7 @@ MIN_COMPRESS = 512          # bytes: below this gzip's header costs more than it
 # 1.6 ms at level 1 (39 kB) and 7 ms at the default 6 (37 kB) on the bench machine
 PAGE_LEVEL = 1
 CACHE_CONTROL = "public, no-cache"
+WAIT_FOR_RENDER = 2.0       # seconds a reader waits for the request rendering its page before rendering it too
 _SOURCE_DIRS = ("analyzer", "toolchains", "db", "ci", "web")
 _SOURCE_SUFFIXES = {".py", ".html", ".js", ".css", ".toml", ".sql"}
 
@@ -91,22 +94,34 @@ def _before() -> Response | None:
         g.page_key = None
         return _page_headers(Response(status=304), key)
     cache = current_app.extensions["sizewatch.pages"]
-    hit = cache.get(key) if cache is not None else None
+    if cache is None:
+        return None
+    hit = cache.get(key)
+    if hit is None and not cache.claim(key):              # being rendered by another request: wait for it
+        hit = cache.wait(key, WAIT_FOR_RENDER)
+        state = "waited"
+    else:
+        state = "hit"
     if hit is None:
+        g.page_claimed = state == "hit"                    # ours to release once rendered (or failed)
         return None
     g.page_key = None
-    return _page_headers(_from_gzip(*hit, state="hit"), key)
+    return _page_headers(_from_gzip(*hit, state=state), key)
 
 
 def _after(resp: Response) -> Response:
     key = g.pop("page_key", None)
-    if key is not None and resp.status_code == 200 and "Content-Encoding" not in resp.headers:
-        body = gzip.compress(resp.get_data(), PAGE_LEVEL)
-        cache = current_app.extensions["sizewatch.pages"]
-        if cache is not None:
-            cache.put(key, resp.content_type, body)
-        return _page_headers(_from_gzip(resp.content_type, body, state="miss"), key)
-    return compress(resp)
+    cache = current_app.extensions["sizewatch.pages"]
+    try:
+        if key is not None and resp.status_code == 200 and "Content-Encoding" not in resp.headers:
+            body = gzip.compress(resp.get_data(), PAGE_LEVEL)
+            if cache is not None:
+                cache.put(key, resp.content_type, body)
+            return _page_headers(_from_gzip(resp.content_type, body, state="miss"), key)
+        return compress(resp)
+    finally:
+        if key is not None and cache is not None and g.pop("page_claimed", False):
+            cache.release(key)
 
 
 _STATIC_GZ: dict[tuple, bytes] = {}       # (path, etag) of a static file -> its gzip body

@@ -26,6 +26,11 @@ CREATE TABLE IF NOT EXISTS pages (
     size  INTEGER NOT NULL,
     used  REAL NOT NULL
 )"""
+# who is rendering which page right now (one row per key, gone when the page is stored)
+CLAIMS = "CREATE TABLE IF NOT EXISTS rendering (key TEXT PRIMARY KEY, until REAL NOT NULL) WITHOUT ROWID"
+CLAIM_SECONDS = 5.0     # a claim older than this is a renderer that died: the next reader renders
+WAIT_STEP = 0.005
+LOCK_SECONDS = 2.0
 TOUCH_EVERY = 60.0      # seconds between use-time writes of one page
 TRIM_EVERY = 64         # inserts between size checks
 
@@ -44,12 +49,19 @@ class PageCache:
             return conn
         if self._broken:
             return None
+        conn = None
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.2)
+            # writes here are single short rows: waiting for the lock beats rendering a page twice
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=LOCK_SECONDS)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = OFF")          # a cache: a lost page is rendered again
             conn.execute(SCHEMA)
+            conn.execute(CLAIMS)
         except sqlite3.Error as e:
+            if conn is not None:
+                conn.close()
+            if "locked" in str(e) or "busy" in str(e):       # another process creating it: try next time
+                return None
             log.warning("page cache %s unusable, pages are rendered per request: %s", self.path, e)
             self._broken = True
             return None
@@ -84,6 +96,48 @@ class PageCache:
                 self.trim()
         except sqlite3.Error:
             pass
+
+    def claim(self, key: str) -> bool:
+        """True: render the page (nobody else is, or their claim expired); False: another request, in
+        this or another process, is rendering it right now (wait for it: ``wait``). When a mail goes
+        out, hundreds of readers ask for the same new page at once: one renders, the rest get its
+        bytes instead of each rendering it again on the same cores."""
+        conn = self._conn()
+        if conn is None:
+            return True
+        now = time.time()
+        try:
+            cur = conn.execute("INSERT INTO rendering(key, until) VALUES (?, ?) "
+                               "ON CONFLICT(key) DO UPDATE SET until = excluded.until WHERE until < ?",
+                               (key, now + CLAIM_SECONDS, now))
+            return cur.rowcount > 0
+        except sqlite3.Error:
+            return True
+
+    def release(self, key: str) -> None:
+        conn = self._conn()
+        if conn is not None:
+            try:
+                conn.execute("DELETE FROM rendering WHERE key = ?", (key,))
+            except sqlite3.Error:
+                pass
+
+    def wait(self, key: str, seconds: float) -> tuple[str, bytes] | None:
+        """The page once the request rendering it stored it, or None after ``seconds`` (or when that
+        request gave up without storing it, e.g. its answer was an error)."""
+        conn = self._conn()
+        deadline = time.monotonic() + seconds
+        while conn is not None and time.monotonic() < deadline:
+            time.sleep(WAIT_STEP)
+            hit = self.get(key)
+            if hit is not None:
+                return hit
+            try:
+                if conn.execute("SELECT 1 FROM rendering WHERE key = ?", (key,)).fetchone() is None:
+                    return self.get(key)
+            except sqlite3.Error:
+                return None
+        return None
 
     def trim(self) -> int:
         """Evict the least recently used pages until the file's pages fit in 3/4 of the bound; returns
