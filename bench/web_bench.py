@@ -13,15 +13,18 @@ cache). The two never run at once; each page is hit for --seconds with a rotatin
 - warm: every URL of the list was answered once before (for *after*: it is in the page cache);
 - cold: every request is a page not seen before (its URL made unique with ``?cold=N``), which is
   what a reader meets first after ``sizewatch run`` wrote under the page: stamp read, render,
-  compression, cache write. Beside it, "write, then read": a real write to the builds under the
+  compression, cache write; every connection on its own new page (the worst case);
+- herd: all connections on one page (the list's first URL), a new page every second
+  (``?herd=<second>``): what happens when a mail goes out and its readers open its link at once;
+- write: "write, then read": a real write to the builds under the
   page (the same triggers a new build fires), then one request, 20 times, one connection.
 
 The server's CPU share is its processes' CPU time during the run over the run's wall time and the
 machine's cores (the load tool runs on the same cores). Beside it, the reference: the same report
 through the CLI (``sizewatch report SHA``). Quote the figures with ``uptime``'s load.
 
-    .venv/bin/python bench/web_bench.py [--seconds 5] [--commits 1000] [--toolchains 8] [--before main]
-                                        [--pages index,patch,...] [--no-before]
+    .venv/bin/python bench/web_bench.py [--seconds 5] [--commits 1000] [--toolchains 8] [--before REV]
+                                        [--pages index,patch,...] [--modes warm,cold,herd,write] [--no-before]
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ CONNECTIONS = (1, 4, 16)
 
 LUA = """
 local paths = {%s}
-local cold = %s
+local mode = "%s"
 local i = 0
 local n = 0
 local counter = 1
@@ -64,10 +67,12 @@ end
 request = function()
   i = i %% #paths + 1
   local p = paths[i]
-  if cold then
+  local sep = string.find(p, "?", 1, true) and "&" or "?"
+  if mode == "cold" then
     n = n + 1
-    local sep = string.find(p, "?", 1, true) and "&" or "?"
     p = string.format("%%s%%scold=%%d-%%d-%%d", p, sep, tid or 0, n, math.random(1, 1000000000))
+  elseif mode == "herd" then
+    p = string.format("%%s%%sherd=%%d", p, sep, os.time())
   end
   return wrk.format("GET", p, {["Accept-Encoding"] = "gzip"})
 end
@@ -132,9 +137,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 # --- load ------------------------------------------------------------------------------------------
-def wrk(base: str, paths: list[str], seconds: int, connections: int, cold: bool) -> dict:
+def wrk(base: str, paths: list[str], seconds: int, connections: int, mode: str) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(LUA % (", ".join(f'"{p}"' for p in paths), "true" if cold else "false"))
+        f.write(LUA % (", ".join(f'"{p}"' for p in paths), mode))
         script = f.name
     try:
         out = subprocess.run(["wrk", "-t", "1" if connections < 2 else "2", "-c", str(connections), "-d",
@@ -203,20 +208,22 @@ def load() -> str:
 
 
 def measure(name: str, proc: subprocess.Popen, base: str, db: Path, pages: list[tuple[str, str, list[str]]],
-            seconds: int) -> dict:
+            seconds: int, modes: list[str]) -> dict:
     """{(page, mode, conns): result} for one server."""
     out = {}
     for key, label, paths in pages:
         for p in paths:                             # every URL answers 200 once: the warm runs are warm
             get(base + p)
-        for cold in (False, True):
+        for mode in modes:
+            if mode == "write":
+                out[(key, "write", 1)] = dict(zip(("p50", "p95"), write_then_read(db, base, paths)))
+                continue
             for conns in CONNECTIONS:
                 c0, t0 = cpu_seconds(proc.pid), time.monotonic()
-                r = wrk(base, paths, seconds, conns, cold)
+                r = wrk(base, paths[:1] if mode == "herd" else paths, seconds, conns, mode)
                 r["cpu"] = (cpu_seconds(proc.pid) - c0) / ((time.monotonic() - t0) * (os.cpu_count() or 1))
                 settle(r)
-                out[(key, "cold" if cold else "warm", conns)] = r
-        out[(key, "write", 1)] = dict(zip(("p50", "p95"), write_then_read(db, base, paths)))
+                out[(key, mode, conns)] = r
         print(f"  [{name}] {label}: done (load {load()})", file=sys.stderr, flush=True)
     return out
 
@@ -230,6 +237,7 @@ def main() -> None:
                     help="git revision measured as 'before' (its own serve command); default: where this branch left main")
     ap.add_argument("--no-before", action="store_true", help="measure this checkout only")
     ap.add_argument("--pages", default="", help="comma-separated page keys (default: all)")
+    ap.add_argument("--modes", default="warm,cold,herd,write", help="comma-separated, of warm, cold, herd, write")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench: wrk missing (scripts/install.sh installs it)")
@@ -251,6 +259,9 @@ def main() -> None:
         ("function1", "function page, one toolchain", ["/function/get_page_from_freelist?toolchain=clang-19"]),
         ("matrix", "toolchain matrix", [f"/matrix/{s}" for s in picks]),
     ]
+    modes = [m for m in args.modes.split(",") if m]
+    if not set(modes) <= {"warm", "cold", "herd", "write"}:
+        sys.exit(f"bench: --modes {args.modes}: expected warm, cold, herd, write")
     if args.pages:
         keep = set(args.pages.split(","))
         pages = [p for p in pages if p[0] in keep]
@@ -280,7 +291,7 @@ def main() -> None:
                     print(f"before: {args.before} ({subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', args.before], capture_output=True, text=True).stdout.strip()}), its own `serve` on {base}")
                 else:
                     print(f"after: this checkout, `sizewatch serve` on {base} (gunicorn, a worker per core)")
-                results[name] = measure(name, proc, base, path, pages, args.seconds)
+                results[name] = measure(name, proc, base, path, pages, args.seconds, modes)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
@@ -293,7 +304,7 @@ def main() -> None:
     print(head + "  errors(after)")
     worst = {}
     for key, label, _ in pages:
-        for mode in ("warm", "cold"):
+        for mode in [m for m in modes if m != "write"]:
             for conns in CONNECTIONS:
                 line = f"  {label:32} {mode:5} {conns:>5}"
                 for n in names:
@@ -308,13 +319,14 @@ def main() -> None:
                         line += f"  OVER {limit} ms"
                     worst[mode] = max(worst.get(mode, 0), a["p95"])
                 print(line, flush=True)
-        line = f"  {label:32} {'write':5} {1:>5}"
-        for n in names:
-            r = results[n][(key, "write", 1)]
-            line += f" | {r['p50']:>11.1f} {r['p95']:>7.1f} {'':>7} {'':>4}"
-        print(line + "  (a write under the page, then one request; 20 rounds)")
-    print(f"after, worst p95 at 4 connections: warm {worst.get('warm', 0):.1f} ms (target 50), "
-          f"cold {worst.get('cold', 0):.1f} ms (target 150)")
+        if "write" in modes:
+            line = f"  {label:32} {'write':5} {1:>5}"
+            for n in names:
+                r = results[n][(key, "write", 1)]
+                line += f" | {r['p50']:>11.1f} {r['p95']:>7.1f} {'':>7} {'':>4}"
+            print(line + "  (a write under the page, then one request; 20 rounds)")
+    print("after, worst p95 at 4 connections: " + ", ".join(
+        f"{m} {worst[m]:.1f} ms (target {50 if m == 'warm' else 150})" for m in modes if m in worst))
     print(cli_reference(path, picks))
     print(f"load at end {load()}")
 
