@@ -126,6 +126,20 @@ def test_etag_304_and_fresh_after_a_write(small_store, app_for, compile_c):
     assert r.status_code == 404 and "ETag" not in r.headers
 
 
+def test_servers_with_and_without_a_token_share_the_cache_not_the_pages(small_store, app_for):
+    """The page cache beside the store is shared by every server on it; a page with the re-run form
+    (a server with a token) is never sent by a read-only server, nor the other way round."""
+    ro, rw = app_for(small_store).test_client(), app_for(small_store, token="t0k").test_client()
+    for first, second in ((rw, ro), (ro, rw)):
+        url = f"/commit/{C}?order={id(first)}"
+        a, b = first.get(url), second.get(url)
+        assert a.headers["X-Sizewatch-Cache"] == b.headers["X-Sizewatch-Cache"] == "miss"
+        assert a.headers["ETag"] != b.headers["ETag"]
+    assert 'name="token"' in rw.get(f"/commit/{C}").get_data(as_text=True)
+    assert "read-only" in ro.get(f"/commit/{C}").get_data(as_text=True)
+    assert 'name="token"' not in ro.get(f"/commit/{C}").get_data(as_text=True)
+
+
 def test_gzip_for_pages_and_static_files(small_store, app_for):
     client = app_for(small_store).test_client()
     for p in [f"/commit/{B}", "/api/", "/static/sizewatch.css", "/static/vendor/chart.umd.min.js"]:

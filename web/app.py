@@ -22,7 +22,9 @@ def create_app(settings: WebSettings, store: Store | None = None) -> Flask:
     app.extensions["sizewatch.store"] = store if store is not None else open_store(settings.db)
     app.extensions["sizewatch.jobs"] = Jobs(settings.job_logs)
     app.extensions["sizewatch.symbols"] = SymbolCache()
-    app.extensions["sizewatch.code"] = cache.code_fingerprint()
+    # what a page's HTML depends on besides the store: the code, and whether actions are offered
+    # (servers with and without a token share <db>.pages)
+    app.extensions["sizewatch.code"] = cache.code_fingerprint() + (":actions" if settings.token else ":read-only")
     app.extensions["sizewatch.pages"] = PageCache(settings.page_cache, settings.pages_bytes) \
         if settings.pages_bytes > 0 else None
     for bp in PAGES:
