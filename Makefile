@@ -1,6 +1,9 @@
 # The two commands of the README. Both install what they need first (scripts/install.sh).
 .PHONY: install run test bench
 
+# where `make run` serves the dashboard (the Dockerfile sets 0.0.0.0 so that a published port reaches it)
+SERVE_HOST ?= 127.0.0.1
+
 install:
 	@bash scripts/install.sh
 
@@ -12,7 +15,7 @@ run: install
 	@echo "Ask the store:      .venv/bin/sizewatch history get_page_from_freelist --toolchain clang-19"
 	@if [ -t 0 ]; then \
 	    echo "Starting the dashboard: open http://127.0.0.1:5000/ in a browser (Ctrl-C stops it)"; \
-	    .venv/bin/sizewatch serve --port 5000; \
+	    .venv/bin/sizewatch serve --host $(SERVE_HOST) --port 5000; \
 	else \
 	    echo "Open the dashboard: .venv/bin/sizewatch serve   (then http://127.0.0.1:5000/)"; \
 	fi

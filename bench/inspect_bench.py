@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-WEB = ("flask", "jinja2", "werkzeug", "waitress", "web")
+WEB = ("flask", "jinja2", "werkzeug", "gunicorn", "web")
 
 
 def sizewatch() -> list[str]:

@@ -16,14 +16,18 @@ from cli.common import db_option, one_line_errors
               help="token that actions (re-run) need; also $SIZEWATCH_TOKEN. Without one the server is read-only")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help="read the token from the first line of this file (keeps it out of the process list)")
+@click.option("--workers", default=0, type=click.IntRange(0, 256),
+              help="server processes  [default: 0, one per core]")
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 256),
-              help="request threads (pages are CPU work under one GIL: more threads only queue behind each other)")
+              help="request threads per process (pages are CPU work under each process's GIL)")
+@click.option("--page-cache-mb", default=256, show_default=True, type=click.IntRange(0, 1 << 20),
+              help="bound of the rendered-page cache kept beside the store (<db>.pages); 0: none")
 @click.option("--bot-config", type=click.Path(dir_okay=False), default=None,
               help="the bot's TOML config: the policy the /bot page shows (default: the built-in defaults)")
-def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, threads: int,
-              bot_config: str | None) -> None:
-    """Serve the dashboard (pages, JSON API under /api/) for a store."""
+def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, workers: int,
+              threads: int, page_cache_mb: int, bot_config: str | None) -> None:
+    """Serve the dashboard (pages, JSON API under /api/) for a store, on gunicorn."""
     from web.server import serve, settings_for
     with one_line_errors():
-        settings = settings_for(db, token, token_file, bot_config)
-        serve(settings, host, port, threads)
+        settings = settings_for(db, token, token_file, page_cache_mb, bot_config)
+        serve(settings, host, port, threads, workers or None)

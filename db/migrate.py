@@ -95,6 +95,7 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None,
                 conn.execute(stmt)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
                          (m.version, m.name, datetime.now(timezone.utc).isoformat(timespec="seconds")))
+            _bump_schema(conn)
             top = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
             conn.execute(f"PRAGMA user_version = {int(top)}")
             conn.execute("COMMIT")
@@ -124,6 +125,13 @@ def pending(conn: sqlite3.Connection, directory: Path = MIGRATIONS_DIR) -> list[
     done = applied(conn)
     check_known(done, known)
     return [m for m in known if m.version not in done]
+
+
+def _bump_schema(conn: sqlite3.Connection) -> None:
+    """A migration may change what any page shows: the 'schema' change counter (0012) moves with it,
+    in the migration's own transaction (db.changes)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'change_counters'").fetchone():
+        conn.execute("UPDATE change_counters SET n = n + 1 WHERE scope = 'schema'")
 
 
 def version(conn: sqlite3.Connection) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from analyzer.cost import FunctionCost
-from db import migrate as _migrate
+from db import changes as _changes, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
                        text_factory)                                   # compress: API
@@ -224,6 +224,11 @@ class Store(ABC):
     @abstractmethod
     def tree_path(self, name: str) -> str | None:
         """Where the named tree was built from (None: unknown tree)."""
+
+    @abstractmethod
+    def change_stamp(self, commit: str | None = None, series: int | None = None) -> tuple:
+        """The change counters under a page (db.changes): of the commit ``commit`` names and its
+        parent, of series ``series``, else of the whole store. Equal stamps, equal pages."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -944,6 +949,15 @@ class SqliteStore(Store):
     def tree_path(self, name: str) -> str | None:
         row = self._conn().execute("SELECT path FROM trees WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
+
+    @_retry_busy
+    def change_stamp(self, commit: str | None = None, series: int | None = None) -> tuple:
+        conn = self._conn()
+        if commit is not None:
+            return _changes.commit_stamp(conn, commit)
+        if series is not None:
+            return _changes.series_stamp(conn, series)
+        return _changes.store_stamp(conn)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -124,9 +124,11 @@ def test_index_series_patch_function(server, browser, output_dir):
         const c = window.sizewatchChart;
         return c.data.datasets.map((ds, i) => ({label: ds.label,
             points: c.getDatasetMeta(i).data.filter(p => !p.skip && Number.isFinite(p.x) && Number.isFinite(p.y)).length,
-            values: ds.data}));""")
+            values: ds.data.map(p => p.y), xs: ds.data.map(p => p.x),
+            decimation: c.options.plugins.decimation.enabled && c.options.parsing === false}));""")
     assert [d["label"] for d in info] == ["gcc-12"], info            # ?toolchain=gcc-12 from the link
     assert info[0]["points"] == 3 and info[0]["values"][2] - info[0]["values"][1] > 1000
+    assert info[0]["xs"] == [0, 1, 2] and info[0]["decimation"]     # commit indexes, pre-parsed: decimation applies
     # the canvas has really been painted: count non-blank pixels
     painted = b.execute_script("""
         const cv = document.getElementById('history-chart');

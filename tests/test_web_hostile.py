@@ -183,7 +183,7 @@ def test_a_damaged_row_is_shown_unreadable_not_a_500(store_path, tmp_path, what)
 
 
 def test_a_real_server_answers_with_the_headers_and_400s(store_path, tmp_path):
-    """``sizewatch serve`` on 127.0.0.1: the same answers through waitress."""
+    """``sizewatch serve`` on 127.0.0.1: the same answers through the production server (gunicorn)."""
     import os
     import socket
     import subprocess

@@ -3,7 +3,7 @@
 A page allocates thousands of containers (the function page's 8,000 points, the matrix's 1,600
 cells) that live until the response is sent. Counted by CPython's default thresholds, they set
 off a full collection every ~10 requests, and each one walks the whole heap: the ~35,000 objects
-of Flask, Jinja, waitress and the compiled templates, 10-20 ms, a pause that lands in the
+of Flask, Jinja, gunicorn and the compiled templates, 10-20 ms, a pause that lands in the
 p95 of the slow pages. Everything loaded at start lives as long as the process, so it is frozen
 (``gc.freeze``: never scanned again) once the templates are compiled, and the youngest
 generation is collected less often (reference counting frees a page's objects anyway; the

@@ -1,8 +1,15 @@
-"""The dashboard on a production WSGI server (waitress: threaded, pure Python, no fork, handles
-keep-alive; Flask's own server is for development only)."""
+"""The dashboard on a production WSGI server: gunicorn, a worker process per core (pages are CPU
+work under each process's GIL: processes are what spreads them over the cores), each with a
+few threads for keep-alive connections and requests waiting on the store. The workers share the
+store (WAL: readers never wait for the writer) and the rendered-page cache beside it (web.cache).
+
+The listening socket is bound here, before gunicorn starts: a port that cannot be bound is a
+one-line error, and ``--port 0`` prints the port the kernel chose."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -12,7 +19,7 @@ from web.settings import WebSettings, read_token
 
 
 def settings_for(db: str | None, token: str | None, token_file: str | None,
-                 bot_config: str | None = None) -> WebSettings:
+                 page_cache_mb: int = 256, bot_config: str | None = None) -> WebSettings:
     """What ``sizewatch serve`` was given, checked: the store must exist (serving never creates one)."""
     path = Path(db) if db else default_path()
     if not path.is_file():
@@ -21,34 +28,69 @@ def settings_for(db: str | None, token: str | None, token_file: str | None,
         if bot_config:
             from ci.bot.policy import load_policy
             load_policy(Path(bot_config))                # a bad config fails at start, not per request
-        return WebSettings(path.resolve(), read_token(token, token_file),
+        return WebSettings(path.resolve(), read_token(token, token_file), pages_bytes=page_cache_mb << 20,
                            bot_config=Path(bot_config).resolve() if bot_config else None)
     except ValueError as e:
         raise StoreError(str(e)) from None
 
 
-def serve(settings: WebSettings, host: str, port: int, threads: int) -> None:
-    """Serve until interrupted; a port that cannot be bound is a StoreError-free one-line exit."""
-    from waitress import create_server
-    from web.app import create_app
-    from web.heap import freeze_startup_heap
-    store = open_store(settings.db, read_only=True)      # only reads: re-runs are processes of their own
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # with few threads requests wait their turn by design: not a warning per queued request
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    app = create_app(settings, store)
-    freeze_startup_heap(app)
+def default_workers() -> int:
+    """A worker per core this process may run on."""
     try:
-        server = create_server(app, host=host, port=port, threads=threads, ident="sizewatch")
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
     except OSError as e:
+        sock.close()
         print(f"sizewatch: cannot listen on {host}:{port}: {e.strerror}", file=sys.stderr)
         sys.exit(1)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: WebSettings, host: str, port: int, threads: int, workers: int | None = None) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM: the workers finish the requests they hold)."""
+    from gunicorn.app.base import BaseApplication
+
+    open_store(settings.db, read_only=True).close()   # migrations applied once here, not by every worker
+    sock = _listen(host, port)
+    workers = workers or default_workers()
     shown = f"[{host}]" if ":" in host else host
-    print(f"sizewatch: serving {settings.db} on http://{shown}:{server.effective_port}/ "
-          f"({'actions need the token' if settings.token else 'read-only: no token'})", file=sys.stderr, flush=True)
+    banner = (f"sizewatch: serving {settings.db} on http://{shown}:{sock.getsockname()[1]}/ "
+              f"({workers} worker processes x {threads} threads; "
+              f"{'actions need the token' if settings.token else 'read-only: no token'})")
+
+    class Dashboard(BaseApplication):
+        def load_config(self):
+            for key, value in {
+                "bind": [f"fd://{sock.fileno()}"], "workers": workers, "threads": threads,
+                "worker_class": "gthread", "timeout": 120, "graceful_timeout": 5, "keepalive": 5,
+                "loglevel": "warning", "accesslog": None, "errorlog": "-", "proc_name": "sizewatch-serve",
+                "when_ready": lambda server: print(banner, file=sys.stderr, flush=True),
+            }.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            """In each worker, after the fork: its own store connections, page cache handle and heap."""
+            from web.app import create_app
+            from web.heap import freeze_startup_heap
+            logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+            app = create_app(settings)
+            freeze_startup_heap(app)
+            return app
+
     try:
-        server.run()
+        Dashboard().run()
     except KeyboardInterrupt:
         pass
     finally:
-        server.close()
+        sock.detach()              # gunicorn closed the descriptor it was given

@@ -36,7 +36,13 @@ class WebSettings:
     jobs_dir: Path | None = None                    # re-run logs (default: <db>.jobs beside the store)
     command: list[str] = field(default_factory=sizewatch_command)
     bot_config: Path | None = None                  # the bot's TOML: the policy /bot shows (None: defaults)
+    pages_file: Path | None = None                  # rendered-page cache (default: <db>.pages beside the store)
+    pages_bytes: int = 256 << 20                    # its bound; 0: no page cache (ETags and 304s still)
 
     @property
     def job_logs(self) -> Path:
         return self.jobs_dir or self.db.with_name(self.db.name + ".jobs")
+
+    @property
+    def page_cache(self) -> Path:
+        return self.pages_file or self.db.with_name(self.db.name + ".pages")

@@ -59,11 +59,14 @@ def _status(declared: str | None, out_of_line: bool | None, inlined: int | None)
     return where
 
 
+PAGE_ROWS = 100
+
+
 def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | None = None,
-                limit: int = 200) -> dict:
-    """Rows by spread (largest minus smallest size), the ``limit`` widest first; each cell says whether
-    it is the row's largest or smallest, so the page only prints. Cells are prepared for the rows
-    shown only (a commit has ~600 functions)."""
+                limit: int = PAGE_ROWS, offset: int = 0) -> dict:
+    """Rows by spread (largest minus smallest size), widest first, a page of ``limit`` rows from
+    ``offset``; each cell says whether it is the row's largest or smallest, so the page only prints.
+    Cells are prepared for the rows shown only (a commit has ~600 functions, 8 toolchains each)."""
     commit = find_commit(store, rev)
     rows, symbols = by_source_function(store.toolchain_matrix(commit.sha, commit.tree, target))
     tcs = sorted({tc for r in rows for tc in r.cells}, key=sort_key)
@@ -75,7 +78,7 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
         ranked.append((-(max(sizes) - min(sizes)) if sizes else 0, r.name, r, sizes))
     ranked.sort(key=lambda x: x[:2])
     out = []
-    for neg_spread, _, r, sizes in ranked[:limit]:
+    for neg_spread, _, r, sizes in ranked[offset:offset + limit]:
         top, bottom = (max(sizes), min(sizes)) if sizes else (None, None)
         cells = {}
         for tc in tcs:
@@ -90,7 +93,7 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
                          "clones": " ".join(x[len(r.name):] for x in syms if x != r.name)}
         out.append({"function": r.name, "spread": -neg_spread, "cells": cells})
     return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": len(rows),
-            "differing": len(ranked), "rows": out, "limit": limit,
+            "differing": len(ranked), "rows": out, "limit": limit, "offset": offset,
             "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
 
 
@@ -114,7 +117,8 @@ def matrix_cells(row: dict, toolchains: list[str]) -> Markup:
 
 def _args() -> dict:
     return {"show_all": params.flag_arg("all"), "target": params.target_arg(),
-            "limit": params.int_arg("limit", 200, 1, 1_000_000)}
+            "limit": params.int_arg("limit", PAGE_ROWS, 1, 1_000_000),
+            "offset": params.int_arg("offset", 0, 0, 1_000_000)}
 
 
 @bp.get("/matrix/<rev>")

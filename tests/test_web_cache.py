@@ -1,0 +1,319 @@
+"""Pages revalidated and cached by the store's change counters (migration 0012, web.cache): ETags
+and 304s, the rendered-page cache shared by server processes, gzip, and no stale page after a write.
+Stores here hold real objects compiled by gcc-12 (no kernel needed); the kernel-marked test at the
+end writes with a real ``sizewatch run``."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sqlite3
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ci.pipeline.objects import object_record
+from conftest import sizewatch_cmd
+from db.models import BuildRecord, Commit, ConfigInfo, FunctionRow, Series, SeriesPatch
+from db.store import open_store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+def _record(sha: str, parent: str | None, obj: Path, toolchain: str = "gcc-12") -> BuildRecord:
+    o = object_record(obj, "x.o")
+    o.functions = [FunctionRow("split_me", 10, "plain", True, 0, 0, 0, {"name": "split_me"})]
+    return BuildRecord("t", Commit(sha, parent, f"subject {sha[:4]}", "A <a@b>", "2024-01-01"),
+                       toolchain, f"{toolchain} (Debian) 1.0",
+                       ConfigInfo("defconfig-x", config_hash="h", config_text="CONFIG_X=y\n"),
+                       "x.o", "ok", objects=[o], log="built\n")
+
+
+@pytest.fixture
+def small_store(tmp_path, compile_c) -> Path:
+    """Three commits under gcc-12, b compared with a, a series of b and c."""
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+    b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="cache-b.o")
+    db = tmp_path / "s.db"
+    with open_store(db) as s:
+        ba = s.record_build(_record(A, None, a))
+        bb = s.record_build(_record(B, A, b))
+        s.record_build(_record(C, B, b))
+        s.record_comparison(bb, ba, [])
+        s.record_series(Series("t", "<cover@x>", "[PATCH 0/2] s", base_sha=A,
+                               patches=[SeriesPatch(1, "p1", commit_sha=B), SeriesPatch(2, "p2", commit_sha=C)]))
+    return db
+
+
+@pytest.fixture
+def app_for(tmp_path):
+    from web.app import create_app
+    from web.settings import WebSettings
+    return lambda db, **kw: create_app(WebSettings(db, jobs_dir=tmp_path / "jobs", **kw))
+
+
+def test_counters_move_with_the_rows_under_each_page(small_store, compile_c):
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+    pages = {"index": {}, "a": {"commit": A}, "b": {"commit": B}, "c": {"commit": C}, "series": {"series": 1}}
+    with open_store(small_store) as s:
+        before = {k: s.change_stamp(**v) for k, v in pages.items()}
+        s.record_build(_record(C, B, a, toolchain="clang-19"))       # a new build of c only
+        after = {k: s.change_stamp(**v) for k, v in pages.items()}
+        # the store, c's page and the series holding c move; a's and b's pages do not
+        assert {k for k in pages if before[k] != after[k]} == {"index", "c", "series"}
+        s.record_series(Series("t", "<cover@x>", "[PATCH v2 0/2] s", version=2, base_sha=A,
+                               patches=[SeriesPatch(1, "p1", commit_sha=B)]))
+        again = {k: s.change_stamp(**v) for k, v in pages.items()}
+        # a new version of the series: its page, its patches' pages (they list their series)
+        assert {k for k in pages if after[k] != again[k]} == {"index", "b", "c", "series"}
+
+
+def test_counters_and_migrations(small_store):
+    from db import migrate
+    conn = sqlite3.connect(small_store, isolation_level=None)
+    n = conn.execute("SELECT n FROM change_counters WHERE scope = 'schema'").fetchone()[0]
+    d = small_store.parent / "mig"
+    d.mkdir()
+    for m in migrate.available():
+        (d / m.path.name).write_text(m.path.read_text())
+    (d / "0999_more.sql").write_text("CREATE TABLE more (x);\n")
+    assert migrate.migrate(conn, directory=d) == [999]
+    assert conn.execute("SELECT n FROM change_counters WHERE scope = 'schema'").fetchone()[0] == n + 1
+    # a commit row re-recorded unchanged bumps nothing; a changed subject bumps its commit
+    c = conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0]
+    conn.execute("UPDATE commits SET subject = subject")
+    assert conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0] == c
+    conn.execute("UPDATE commits SET subject = 'new' WHERE sha = ?", (A,))
+    assert conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0] == c + 1
+
+
+def test_etag_304_and_fresh_after_a_write(small_store, app_for, compile_c):
+    client = app_for(small_store).test_client()
+    pages = [f"/commit/{C}", f"/api/commit/{C}", f"/commit/{C}.txt", f"/matrix/{C}", "/series/1", "/api/series/1",
+             "/", "/api/", "/function/split_me", "/api/function/split_me"]
+    etags = {}
+    for p in pages:
+        r = client.get(p)
+        assert r.status_code == 200, p
+        assert r.headers["Cache-Control"] == "public, no-cache" and "Accept-Encoding" in r.headers["Vary"]
+        assert r.headers["X-Sizewatch-Cache"] == "miss"
+        etags[p] = r.headers["ETag"]
+        assert etags[p].startswith('W/"')
+        again = client.get(p)
+        assert again.headers["X-Sizewatch-Cache"] == "hit" and again.data == r.data and again.headers["ETag"] == etags[p]
+        assert client.get(p, headers={"If-None-Match": etags[p]}).status_code == 304
+    assert len(set(etags.values())) == len(pages)          # one key per URL
+    assert "clang-19" not in client.get(f"/commit/{C}").get_data(as_text=True)
+    # untouched: b's page keeps its ETag across a write to c
+    b_tag = client.get(f"/commit/{B}").headers["ETag"]
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+    with open_store(small_store) as s:
+        s.record_build(_record(C, B, a, toolchain="clang-19"))
+    for p in pages:
+        r = client.get(p, headers={"If-None-Match": etags[p]})
+        assert r.status_code == 200 and r.headers["ETag"] != etags[p], p
+        assert r.headers["X-Sizewatch-Cache"] == "miss"
+    assert "clang-19" in client.get(f"/commit/{C}").get_data(as_text=True)
+    assert "clang-19" in client.get("/series/1").get_data(as_text=True)
+    assert client.get(f"/commit/{B}", headers={"If-None-Match": b_tag}).status_code == 304
+    # errors are never cached or tagged
+    r = client.get("/commit/dddddddd")
+    assert r.status_code == 404 and "ETag" not in r.headers
+
+
+def test_servers_with_and_without_a_token_share_the_cache_not_the_pages(small_store, app_for):
+    """The page cache beside the store is shared by every server on it; a page with the re-run form
+    (a server with a token) is never sent by a read-only server, nor the other way round."""
+    ro, rw = app_for(small_store).test_client(), app_for(small_store, token="t0k").test_client()
+    for first, second in ((rw, ro), (ro, rw)):
+        url = f"/commit/{C}?order={id(first)}"
+        a, b = first.get(url), second.get(url)
+        assert a.headers["X-Sizewatch-Cache"] == b.headers["X-Sizewatch-Cache"] == "miss"
+        assert a.headers["ETag"] != b.headers["ETag"]
+    assert 'name="token"' in rw.get(f"/commit/{C}").get_data(as_text=True)
+    assert "read-only" in ro.get(f"/commit/{C}").get_data(as_text=True)
+    assert 'name="token"' not in ro.get(f"/commit/{C}").get_data(as_text=True)
+
+
+def test_gzip_for_pages_and_static_files(small_store, app_for):
+    client = app_for(small_store).test_client()
+    for p in [f"/commit/{B}", "/api/", "/static/sizewatch.css", "/static/vendor/chart.umd.min.js"]:
+        plain = client.get(p)
+        zipped = client.get(p, headers={"Accept-Encoding": "gzip, br"})
+        assert plain.status_code == zipped.status_code == 200, p
+        assert "Content-Encoding" not in plain.headers
+        assert zipped.headers["Content-Encoding"] == "gzip", p
+        assert gzip.decompress(zipped.data) == plain.data, p
+        assert len(zipped.data) < len(plain.data) / 2, p
+
+
+def test_page_cache_is_bounded(small_store, app_for):
+    app = app_for(small_store, pages_bytes=64 << 10)
+    client = app.test_client()
+    for n in range(300):                     # 300 distinct URLs of ~1-2 kB compressed each
+        assert client.get(f"/commit/{B}?n={n}").status_code == 200
+    cache = app.extensions["sizewatch.pages"]
+    cache.trim()
+    pages, size = cache.stats()
+    assert 0 < size <= 64 << 10 and pages < 300
+    assert client.get(f"/commit/{B}?n=299").headers["X-Sizewatch-Cache"] == "hit"     # the newest stay
+
+
+def start_server(db: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", str(db), "--host", "127.0.0.1", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    m = re.search(r"on (http://127\.0\.0\.1:\d+)/", line)
+    if not m:
+        proc.kill()
+        pytest.fail(f"sizewatch serve did not start: {line}{proc.stderr.read()}")
+    return proc, m[1]
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err
+
+
+def fetch(url: str, **headers) -> tuple[int, dict, bytes]:
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_two_servers_several_workers_agree_after_a_write(small_store, compile_c):
+    """Two ``sizewatch serve`` (gunicorn, two worker processes each) on one store: the same page,
+    the same ETag from every process; after a build is written, new content from all of them."""
+    servers = [start_server(small_store, "--workers", "2"), start_server(small_store, "--workers", "2")]
+    try:
+        url = f"/commit/{C}"
+        first = [fetch(base + url, **{"Accept-Encoding": "gzip"}) for _, base in servers for _ in range(4)]
+        assert {st for st, _, _ in first} == {200}
+        assert len({h["ETag"] for _, h, _ in first}) == 1
+        assert len({gzip.decompress(body) for _, _, body in first}) == 1
+        assert {h["X-Sizewatch-Cache"] for _, h, _ in first[1:]} == {"hit"}      # shared by the processes
+        assert b"clang-19" not in gzip.decompress(first[0][2])
+        tag = first[0][1]["ETag"]
+        a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
+        with open_store(small_store) as s:
+            s.record_build(_record(C, B, a, toolchain="clang-19"))
+        after = [fetch(base + url, **{"If-None-Match": tag}) for _, base in servers for _ in range(4)]
+        assert {st for st, _, _ in after} == {200}
+        assert len({h["ETag"] for _, h, _ in after}) == 1 and after[0][1]["ETag"] != tag
+        assert all(b"clang-19" in body for _, _, body in after)
+        assert fetch(servers[0][1] + url, **{"If-None-Match": after[0][1]["ETag"]})[0] == 304
+    finally:
+        errs = [stop(p) for p, _ in servers]
+    assert not any("Traceback" in e for e in errs), errs
+
+
+def test_readers_of_a_new_page_wait_for_one_render(small_store):
+    """A mail goes out: many readers at once ask two servers (two workers each) for the same page no
+    one has rendered yet. One request renders it; the others get its bytes (waited for, or from the
+    cache): the same body and ETag for all."""
+    from concurrent.futures import ThreadPoolExecutor
+    servers = [start_server(small_store, "--workers", "2", "--threads", "4"),
+               start_server(small_store, "--workers", "2", "--threads", "4")]
+    try:
+        for round_ in range(3):
+            url = f"/commit/{C}?herd={round_}"
+            with ThreadPoolExecutor(16) as pool:
+                got = list(pool.map(lambda i: fetch(servers[i % 2][1] + url), range(16)))
+            assert {st for st, _, _ in got} == {200}
+            assert len({body for _, _, body in got}) == 1 and len({h["ETag"] for _, h, _ in got}) == 1
+            states = [h["X-Sizewatch-Cache"] for _, h, _ in got]
+            assert states.count("miss") == 1 and set(states) <= {"miss", "waited", "hit"}, states
+    finally:
+        errs = [stop(p) for p, _ in servers]
+    assert not any("Traceback" in e for e in errs), errs
+
+
+def test_serve_reports_a_busy_port_in_one_line(small_store):
+    proc, base = start_server(small_store)
+    try:
+        port = base.rsplit(":", 1)[1]
+        r = subprocess.run([*sizewatch_cmd(), "serve", "--db", str(small_store), "--host", "127.0.0.1", "--port", port],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot listen" in r.stderr
+    finally:
+        stop(proc)
+
+
+@pytest.mark.kernel
+def test_page_is_new_right_after_sizewatch_run(example_store, tmp_path):
+    """The issue's case: readers hold a patch page (and its series) from two server processes; a
+    ``sizewatch run`` stores a new build for that commit; the next read from either process is the
+    new page (new ETag, the new toolchain's table), never the cached one."""
+    from conftest import EXAMPLE_MBOX, EXAMPLE_TOOLCHAINS
+    db = tmp_path / "store.db"
+    src, dst = sqlite3.connect(example_store[0]), sqlite3.connect(db)
+    src.backup(dst)
+    src.close()
+    with open_store(db) as s:
+        (ser,) = s.list_series()
+        head = ser.patches[-1].commit_sha
+    # the head patch without its clang-19 build, as when the run had not got to it yet
+    dst.execute("PRAGMA foreign_keys = ON")
+    dst.execute("DELETE FROM builds WHERE commit_id = (SELECT id FROM commits WHERE sha = ?) AND toolchain_id = "
+                "(SELECT id FROM toolchains WHERE name = 'clang-19')", (head,))
+    dst.commit()
+    dst.close()
+    servers = [start_server(db), start_server(db)]
+    try:
+        urls = [f"/commit/{head}", f"/api/commit/{head}", f"/series/{ser.id}"]
+        before = {u: [fetch(base + u) for _, base in servers] for u in urls}
+        for u in urls:
+            assert [st for st, _, _ in before[u]] == [200, 200]
+            assert before[u][0][2] == before[u][1][2] and before[u][0][1]["ETag"] == before[u][1][1]["ETag"]
+        assert [t["toolchain"] for t in json.loads(before[urls[1]][0][2])["toolchains"]] == ["gcc-12"]
+        run = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), "--toolchains", EXAMPLE_TOOLCHAINS,
+                              "--db", str(db)], capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr
+        for u in urls:
+            after = [fetch(base + u, **{"If-None-Match": before[u][0][1]["ETag"]}) for _, base in servers]
+            assert [st for st, _, _ in after] == [200, 200], u
+            assert after[0][2] == after[1][2] and after[0][1]["ETag"] == after[1][1]["ETag"] != before[u][0][1]["ETag"]
+            assert after[0][2] != before[u][0][2]
+        got = json.loads(fetch(servers[1][1] + urls[1])[2])
+        assert [t["toolchain"] for t in got["toolchains"]] == ["gcc-12", "clang-19"]
+        assert got["toolchains"][1]["status"] == "ok"
+    finally:
+        errs = [stop(p) for p, _ in servers]
+    assert not any("Traceback" in e for e in errs), errs
+
+
+def test_matrix_is_paged(tmp_path, compile_c, app_for):
+    """The matrix shows a page of rows by spread; the pages together are the whole ranking."""
+    gcc = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="mx-gcc.o")
+    clang = compile_c("clang-19", FIXTURES / "inline_cases.c", name="mx-clang.o")
+    db = tmp_path / "m.db"
+    with open_store(db) as s:
+        s.record_build(_record(A, None, gcc))
+        s.record_build(_record(A, None, clang, toolchain="clang-19"))
+    client = app_for(db).test_client()
+    whole = client.get(f"/api/matrix/{A}?limit=1000").get_json()
+    n = whole["differing"]
+    assert n >= 3 and len(whole["rows"]) == n
+    got = []
+    for off in range(0, n, 2):
+        page = client.get(f"/api/matrix/{A}?limit=2&offset={off}").get_json()
+        assert page["offset"] == off and page["limit"] == 2
+        got += page["rows"]
+    assert got == whole["rows"]
+    html = client.get(f"/matrix/{A}?limit=2&offset=2").get_data(as_text=True)
+    assert 'rel="next" href="?limit=2&amp;offset=4"' in html and 'rel="prev" href="?limit=2&amp;offset=0"' in html
+    assert "No rows past" in client.get(f"/matrix/{A}?offset={n + 5}").get_data(as_text=True)
+    assert client.get(f"/api/matrix/{A}?offset=x").status_code == 400
