@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def timed(fn, runs: int) -> tuple[float, object]:
-    times, res = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        res = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), res
+from analyzer_bench import timed  # noqa: E402  one median-of-runs timer for the benches
 
 
 def main() -> None:
