@@ -22,6 +22,7 @@ not dropped; instances without any range (optimised away, or only an entry_pc) a
 from __future__ import annotations
 
 import heapq
+import posixpath
 from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -136,13 +137,29 @@ def innermost_segments(instances: list[list[tuple[int, int]]]) -> list[tuple[int
     return out
 
 
-def relative(path: str | None, comp_dir: str | None) -> str | None:
-    """A declaring file relative to the build directory (``include/linux/mmzone.h``), so two
-    builds of one tree in different directories name the same header alike."""
-    if path and comp_dir:
-        d = comp_dir.rstrip("/") + "/"
+def source_root(unit) -> str | None:
+    """The directory a unit's absolute file names share: the source tree's top for a kernel unit
+    (its files span ``include/``, ``arch/`` and its own directory), so headers are named
+    ``include/linux/mmzone.h`` whichever directory a build's tree sat in (O= builds keep the
+    sources outside DW_AT_comp_dir)."""
+    paths = {sp.decl_file for sp in unit.subprograms.values() if sp.decl_file and sp.decl_file.startswith("/")}
+    if unit.name and unit.name.startswith("/"):
+        paths.add(unit.name)
+    if not paths:
+        return unit.comp_dir
+    if len(paths) == 1:
+        return posixpath.dirname(next(iter(paths)))
+    return posixpath.commonpath(list(paths))
+
+
+def relative(path: str | None, root: str | None) -> str | None:
+    """A declaring file relative to the unit's source root (see :func:`source_root`)."""
+    if path and root and root != "/":
+        d = root.rstrip("/") + "/"
         if path.startswith(d):
             return path[len(d):]
+    if path and path.startswith("./"):
+        return path[2:]
     return path
 
 
@@ -229,12 +246,12 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
     touched: set[int] = set()                       # symbols some DWARF range falls in
     covered: dict[int, list[tuple[int, int]]] = {}  # symbol index -> DWARF spans inside it
     un = Unattributed()
-    names: dict[int, tuple[str | None, str | None]] = {}
+    names: dict[tuple[int, str | None], tuple[str | None, str | None]] = {}
 
-    def callee_of(origin: int, comp_dir: str | None) -> tuple[str | None, str | None]:
-        got = names.get(origin)
+    def callee_of(origin: int, root: str | None) -> tuple[str | None, str | None]:
+        got = names.get((origin, root))
         if got is None:
-            got = names[origin] = (dw.name_of(origin), relative(dw.decl_of(origin)[0], comp_dir))
+            got = names[(origin, root)] = (dw.name_of(origin), relative(dw.decl_of(origin)[0], root))
         return got
 
     def cover(lo: int, hi: int) -> list[tuple[int, int]]:
@@ -249,13 +266,15 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
 
     for u in dw.units:
         unit = u.name or "?"
+        root = source_root(u)
+        unit = relative(unit, root) if unit.startswith("/") else unit
         for sp in u.subprograms.values():
             for lo, hi in sp.ranges:
                 cover(lo, hi)
         insts = u.inlined
         keys = []
         for inst in insts:
-            name, decl = callee_of(inst.origin, u.comp_dir)
+            name, decl = callee_of(inst.origin, root)
             key = (name or f"<origin {inst.origin:#x}>", decl)
             keys.append(key)
             c = callees.get(key)
