@@ -81,8 +81,8 @@ def _addresses(di, die) -> set[int]:
     return out
 
 
-def oracle(path: Path) -> tuple[dict, dict]:
-    """pyelftools' reading: callee name -> [instances, bytes (innermost), including, decl basename];
+def oracle(path: Path, unit: str | None = None) -> tuple[dict, dict]:
+    """pyelftools' reading (of every unit, or of the one whose name ends with ``unit``): callee name -> [instances, bytes (innermost), including, decl basename];
     caller (source function of the concrete subprogram) -> inlined bytes."""
     img = load_images(path)[0]
     table = read_symtab(img)
@@ -116,7 +116,10 @@ def oracle(path: Path) -> tuple[dict, dict]:
         return got
 
     for cu in di.iter_CUs():
-        walk(cu.get_top_DIE(), None)
+        top = cu.get_top_DIE()
+        if unit is not None and not top.attributes["DW_AT_name"].value.decode().endswith(unit):
+            continue
+        walk(top, None)
     return callees, dict(callers)
 
 
@@ -130,9 +133,9 @@ def nm_sizes(path: Path) -> dict[str, int]:
     return sizes
 
 
-def check_against_oracles(path: Path) -> None:
-    got = inline_cost(path)
-    want, want_callers = oracle(path)
+def check_against_oracles(path: Path, unit: str | None = None) -> None:
+    got = inline_cost(path, [unit] if unit else None)
+    want, want_callers = oracle(path, "/" + unit if unit else None)
     assert {k.split("@")[0] for k in got.callees} == set(want)
     for key, c in got.callees.items():
         w = want[c.name] if "@" not in key else None
@@ -229,3 +232,15 @@ def test_patch2_inlines_rmqueue_again(example_series, sizediff, toolchain):
     text = sizediff("--inline-cost", a, b).stdout.decode()
     assert "inlined callee" in text and "declared in" in text and "Not attributed:" in text
     assert "mm/page_alloc.c" in text and "/root/" not in text.split("declared in")[1]
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_vmlinux_unit_against_pyelftools():
+    """One unit of a linked image (the tests' tinyconfig vmlinux, DWARF 5, kernel addresses; built
+    once and cached by tests/kernel_images.py): the same oracle, and caller sizes from nm -S."""
+    from kernel_images import tiny_vmlinux
+    vmlinux = tiny_vmlinux().vmlinux[0]
+    check_against_oracles(vmlinux, "mm/page_alloc.c")
+    got = inline_cost(vmlinux, ["mm/page_alloc.c"])
+    assert got.units == 1 and got.callees["__rmqueue_smallest"].instances > 0
