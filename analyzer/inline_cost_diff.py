@@ -36,6 +36,8 @@ class CalleeDelta:
     old: int
     new: int
     callers: list[CallerDelta] = field(default_factory=list)
+    including_old: int = 0              # with nested inlines' bytes (see analyzer.inline_cost)
+    including_new: int = 0
 
     @property
     def delta(self) -> int:
@@ -87,13 +89,14 @@ def compare(a: InlineCost, b: InlineCost, top: int = TOP_CALLERS) -> InlineCostD
         ca, cb = a.callees.get(key), b.callees.get(key)
         old, new = (ca.bytes if ca else 0), (cb.bytes if cb else 0)
         ia, ib = (ca.instances if ca else 0), (cb.instances if cb else 0)
-        if old == new and ia == ib:
+        if old == new and ia == ib and (ca.including if ca else 0) == (cb.including if cb else 0):
             continue
         pa, pb = (ca.callers if ca else {}), (cb.callers if cb else {})
         callers = [CallerDelta(s, pa.get(s, 0), pb.get(s, 0)) for s in pa.keys() | pb.keys()
                    if pa.get(s, 0) != pb.get(s, 0)]
         callers.sort(key=lambda c: (-abs(c.delta), c.symbol))
-        rows.append(CalleeDelta((cb or ca).name, (cb or ca).decl_file, ia, ib, old, new, callers[:top]))
+        rows.append(CalleeDelta((cb or ca).name, (cb or ca).decl_file, ia, ib, old, new, callers[:top],
+                                ca.including if ca else 0, cb.including if cb else 0))
     rows.sort(key=lambda r: (-abs(r.delta), -abs(r.instances_new - r.instances_old), r.name))
     files = []
     for key in a.files.keys() | b.files.keys():
@@ -112,12 +115,15 @@ def _n(v: int) -> str:
 
 
 def diff_text(d: InlineCostDiff) -> str:
-    """The terminal table: callees, then declaring files, then totals and what was not attributed."""
-    out = ["%-40s %9s %9s %9s %9s %+9s" % ("inlined callee", "inst-old", "inst-new", "old", "new", "delta")]
+    """The terminal table: callees (bytes in the innermost callee; incl-delta with nested inlines),
+    then declaring files, then totals and what was not attributed."""
+    out = ["%-40s %9s %9s %9s %9s %+9s %10s" % ("inlined callee", "inst-old", "inst-new", "old", "new", "delta",
+                                                "incl-delta")]
     if not d.callees:
         out.append("(no inlined callee changed)")
     for r in d.callees:
-        out.append("%-40s %9d %9d %9d %9d %+9d" % (r.name, r.instances_old, r.instances_new, r.old, r.new, r.delta))
+        out.append("%-40s %9d %9d %9d %9d %+9d %+10d" % (r.name, r.instances_old, r.instances_new, r.old, r.new,
+                                                       r.delta, r.including_new - r.including_old))
         for c in r.callers:
             out.append("    in %-33s %29s %9d %9d %+9d" % (c.symbol, "", c.old, c.new, c.delta))
     out.append("")
@@ -131,7 +137,7 @@ def diff_text(d: InlineCostDiff) -> str:
                                                                 d.inlined_new - d.inlined_old))
     uo, un = d.unattributed_old, d.unattributed_new
     out.append("Not attributed: outside any symbol %d -> %d bytes, no DWARF range in caller symbols %d -> %d "
-               "bytes, instances without code %d -> %d" % (
+               "bytes, instances without code %d -> %d, of unnamed origins %d -> %d bytes" % (
                    uo["outside_symbols"], un["outside_symbols"], uo["undescribed"], un["undescribed"],
-                   uo["empty_instances"], un["empty_instances"]))
+                   uo["empty_instances"], un["empty_instances"], uo["no_origin_name"], un["no_origin_name"]))
     return "\n".join(out) + "\n"

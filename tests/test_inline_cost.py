@@ -228,6 +228,7 @@ def test_patch2_inlines_rmqueue_again(example_series, sizediff, toolchain):
     # the JSON is the analysis: per callee new bytes equal a direct reading of head
     head = inline_cost(b)
     assert fb["new"] == head.callees["__rmqueue_fallback"].bytes
+    assert fb["including_new"] == head.callees["__rmqueue_fallback"].including >= fb["new"]
     assert d["inlined"]["new"] == head.inlined_bytes
     text = sizediff("--inline-cost", a, b).stdout.decode()
     assert "inlined callee" in text and "declared in" in text and "Not attributed:" in text
