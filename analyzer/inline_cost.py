@@ -41,7 +41,7 @@ class CalleeCost:
     name: str
     decl_file: str | None
     instances: int = 0
-    bytes: int = 0                      # innermost convention: nested inlines' bytes not included
+    bytes: int = 0                      # innermost convention, inside caller symbols (see InlineCost)
     including: int = 0                  # the instances' whole ranges, nested inlines included
     empty: int = 0                      # instances with no code range at all
     callers: dict[str, int] = field(default_factory=dict)   # caller symbol -> bytes
@@ -95,7 +95,8 @@ class InlineCost:
     callers: dict[str, CallerCost]
     files: dict[str, FileCost]
     unattributed: Unattributed
-    inlined_bytes: int = 0              # sum of CalleeCost.bytes (each byte once)
+    inlined_bytes: int = 0              # sum of CalleeCost.bytes (each byte once, inside caller symbols;
+                                        # instance bytes outside every symbol: unattributed.outside_symbols)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "units": self.units, "inlined_bytes": self.inlined_bytes,
@@ -303,15 +304,19 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
                 c.callers[nm] = c.callers.get(nm, 0) + n
                 inlined_at[k] = inlined_at.get(k, 0) + n
 
+    # symbols of one name (static functions of many units in a vmlinux) are summed, as
+    # bloat-o-meter sums them: a caller is a name, as in its table
     callers: dict[str, CallerCost] = {}
     for k in sorted(touched):
         size = syms.hi[k] - syms.lo[k]
-        desc = _union_length(covered.get(k, []))
-        cc = CallerCost(syms.name[k], size, inlined_at.get(k, 0))
-        cc.undescribed = size - desc
-        cc.own = size - cc.inlined - cc.undescribed
-        callers[cc.symbol] = cc
-        un.undescribed += cc.undescribed
+        undescribed = size - _union_length(covered.get(k, []))
+        inlined = inlined_at.get(k, 0)
+        cc = callers.setdefault(syms.name[k], CallerCost(syms.name[k], 0))
+        cc.size += size
+        cc.inlined += inlined
+        cc.undescribed += undescribed
+        cc.own += size - inlined - undescribed
+        un.undescribed += undescribed
 
     # keys: the plain name unless two declarations share it (static inlines of two headers)
     by_name: dict[str, int] = {}
