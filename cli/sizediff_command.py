@@ -51,18 +51,20 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--align", "align_view", is_flag=True,
               help="16-byte units, cache lines and headroom of every function that changed size")
 @click.option("--source", metavar="TREE", help="with --inlines: kernel source tree for declarations")
-@click.option("--cu", "cus", multiple=True, metavar="UNIT", help="with --inlines/--align on vmlinux: "
+@click.option("--cu", "cus", multiple=True, metavar="UNIT", help="with --inlines/--align/--inline-cost on vmlinux: "
               "only these compilation units, e.g. mm/page_alloc.c")
 @click.option("--hot", "hot_file", metavar="FILE", help="with --inlines/--align: hot-path list file")
 @click.option("--cost", is_flag=True, help="likely-path cost of each hot function before/after/delta "
               "(instructions, bytes, branches, calls, pushes, frame, memory operands, 64-byte lines, "
               "llvm-mca estimated cycles)")
+@click.option("--inline-cost", is_flag=True, help="bytes of every inlined callee before/after/delta, with the "
+              "callers that changed, per declaring file (header) too (needs DWARF; --cu on vmlinux)")
 @click.option("--mcpu", metavar="CPU", help="with --cost: llvm-mca CPU model (default skylake-avx512)")
 @click.option("--no-estimate", is_flag=True, help="with --cost: do not run llvm-mca")
 @click.argument("file1")
 @click.argument("file2")
 def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, inlines, align_view,
-            source, cus, hot_file, cost, mcpu, no_estimate, file1, file2):
+            source, cus, hot_file, cost, inline_cost, mcpu, no_estimate, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     if (mcpu or no_estimate) and not cost:
         raise click.UsageError("--mcpu and --no-estimate go with --cost")
@@ -105,6 +107,13 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
                 arows = inline_views.align_changes(fa, fb, hot)
                 extra["align"] = arows
                 lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
+        if inline_cost:   # issue 14: where inlined code lands
+            from analyzer.inline_cost import inline_cost as read_cost
+            from analyzer.inline_cost_diff import compare as compare_cost, diff_text
+            units = list(cus) or None
+            icd = compare_cost(read_cost(file1, units), read_cost(file2, units))
+            extra["inline_cost"] = icd.to_dict()
+            lines.append(diff_text(icd).rstrip("\n"))
         if cost:   # issue 15: the likely path's static cost per hot function
             from analyzer.cost import cost_table_text
             from analyzer.hotpaths import load as load_hot

@@ -1,0 +1,274 @@
+"""Inline cost (issue 14): the attribution against an independent pyelftools reading, totals
+against ``nm -S``, and the example series' patch 2 inlining ``__rmqueue_*`` again.
+
+The oracle walks the DIE tree with pyelftools (its own DIE parsing, origin following and line
+tables) over the relocated sections, and computes each inlined instance's bytes as sets of
+addresses: its ranges minus those of every inlined instance nested under it in the tree. The
+analyzer instead sweeps the ranges in DIE order (see analyzer.inline_cost): two different
+computations of the same "innermost callee" convention.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from analyzer.clones import parse as parse_clone
+from analyzer.dwarf import load_sections
+from analyzer.dwarf.reference import dwarf_info
+from analyzer.elf import load_images, read_symtab
+from analyzer.inline_cost import inline_cost, innermost_segments
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "inline_cost"
+STOCK, PATCH1, PATCH2 = 0, 1, 2
+
+
+# --- the oracle ------------------------------------------------------------------------------
+def _name(die) -> str | None:
+    seen = 0
+    while die is not None and seen < 16:
+        if "DW_AT_name" in die.attributes:
+            return die.attributes["DW_AT_name"].value.decode()
+        for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
+            if key in die.attributes:
+                die = die.get_DIE_from_attribute(key)
+                break
+        else:
+            return None
+        seen += 1
+    return None
+
+
+def _decl_file(di, die) -> str | None:
+    seen = 0
+    while die is not None and seen < 16:
+        if "DW_AT_decl_file" in die.attributes:
+            lp = di.line_program_for_CU(die.cu)
+            idx = die.attributes["DW_AT_decl_file"].value
+            entries = lp.header.file_entry
+            fe = entries[idx - 1] if lp.header.version < 5 else entries[idx]
+            return posixpath.basename(fe.name.decode())
+        for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
+            if key in die.attributes:
+                die = die.get_DIE_from_attribute(key)
+                break
+        else:
+            return None
+        seen += 1
+    return None
+
+
+def _addresses(di, die) -> set[int]:
+    a = die.attributes
+    out: set[int] = set()
+    if "DW_AT_ranges" in a:
+        base = die.cu.get_top_DIE().attributes.get("DW_AT_low_pc")
+        cur = base.value if base is not None else 0
+        for e in di.range_lists().get_range_list_at_offset(a["DW_AT_ranges"].value, cu=die.cu):
+            if hasattr(e, "base_address"):
+                cur = e.base_address
+                continue
+            lo, hi = (e.begin_offset, e.end_offset) if e.is_absolute else (cur + e.begin_offset, cur + e.end_offset)
+            out.update(range(lo, hi))
+    elif "DW_AT_low_pc" in a and "DW_AT_high_pc" in a:
+        lo, hi = a["DW_AT_low_pc"].value, a["DW_AT_high_pc"]
+        end = hi.value if hi.form == "DW_FORM_addr" else lo + hi.value
+        out.update(range(lo, end))
+    return out
+
+
+def oracle(path: Path, unit: str | None = None) -> tuple[dict, dict]:
+    """pyelftools' reading (of every unit, or of the one whose name ends with ``unit``): callee name -> [instances, bytes (innermost), including, decl basename];
+    caller (source function of the concrete subprogram) -> inlined bytes."""
+    img = load_images(path)[0]
+    table = read_symtab(img)
+    di = dwarf_info(load_sections(img, table), img.little, img.elfclass // 8, img.machine_name)
+    callees: dict[str, list] = {}
+    callers: dict[str, int] = defaultdict(int)
+
+    def instance(die, caller: str) -> set[int]:
+        """Account one inlined instance; returns every address it covers, nested ones included."""
+        mine = _addresses(di, die)
+        nested: set[int] = set()
+        for ch in die.iter_children():
+            nested |= walk(ch, caller)
+        name = _name(die)
+        row = callees.setdefault(name, [0, 0, 0, _decl_file(di, die)])
+        row[0] += 1
+        own = len(mine - nested)
+        row[1] += own
+        row[2] += len(mine)
+        callers[caller] += own
+        return mine | nested
+
+    def walk(die, caller: str | None) -> set[int]:
+        if die.tag == "DW_TAG_inlined_subroutine":
+            return instance(die, caller)
+        got: set[int] = set()
+        if die.tag == "DW_TAG_subprogram" and caller is None and _addresses(di, die):
+            caller = _name(die)
+        for ch in die.iter_children():
+            got |= walk(ch, caller)
+        return got
+
+    for cu in di.iter_CUs():
+        top = cu.get_top_DIE()
+        if unit is not None and not top.attributes["DW_AT_name"].value.decode().endswith(unit):
+            continue
+        walk(top, None)
+    return callees, dict(callers)
+
+
+def nm_sizes(path: Path) -> dict[str, int]:
+    out = subprocess.run(["nm", "-S", str(path)], capture_output=True, text=True, check=True).stdout
+    sizes = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tTwW":
+            sizes[parts[3]] = sizes.get(parts[3], 0) + int(parts[1], 16)   # bloat-o-meter sums one name
+    return sizes
+
+
+def check_against_oracles(path: Path, unit: str | None = None) -> None:
+    got = inline_cost(path, [unit] if unit else None)
+    want, want_callers = oracle(path, "/" + unit if unit else None)
+    assert {k.split("@")[0] for k in got.callees} == set(want)
+    for key, c in got.callees.items():
+        w = want[c.name] if "@" not in key else None
+        if w is None:       # two declarations of one name: compare the sums
+            continue
+        assert (c.instances, c.bytes, c.including) == tuple(w[:3]), c.name
+        assert c.decl_file is not None and posixpath.basename(c.decl_file) == w[3], c.name
+    by_source: dict[str, int] = defaultdict(int)
+    for cc in got.callers.values():
+        by_source[parse_clone(cc.symbol).base] += cc.inlined
+    assert {k: v for k, v in by_source.items() if v} == {k: v for k, v in want_callers.items() if v}
+    # totals add up, and the callers' sizes are nm's
+    sizes = nm_sizes(path)
+    for cc in got.callers.values():
+        if unit is None:
+            assert cc.size == sizes[cc.symbol], cc.symbol
+        else:           # one unit's symbols of a name other units have too
+            assert 0 < cc.size <= sizes[cc.symbol], cc.symbol
+        assert cc.inlined + cc.own + cc.undescribed == cc.size
+        assert cc.own >= 0 and cc.undescribed >= 0
+    assert got.inlined_bytes == sum(cc.inlined for cc in got.callers.values())
+    assert got.inlined_bytes == sum(f.bytes for f in got.files.values())
+
+
+# --- a small object with known inlining ------------------------------------------------------
+@pytest.mark.parametrize("compiler", ["gcc-12", "clang-19"])
+def test_fixture_known_inlining(compile_c, compiler):
+    obj = compile_c(compiler, FIX / "callers.c")
+    got = inline_cost(obj)
+    scale, mix = got.callees["scale"], got.callees["mix"]
+    # first() inlines scale() once, second() twice; every scale() inlines mix() twice
+    assert scale.instances == 3 and mix.instances == 6
+    assert set(scale.callers) == set(mix.callers) == {"first", "second"}
+    assert scale.decl_file == mix.decl_file and scale.decl_file.endswith("inline_cost/helpers.h") \
+        or scale.decl_file == "helpers.h"
+    assert got.files[scale.decl_file].bytes == scale.bytes + mix.bytes
+    # nested: mix's bytes are counted once, in mix; scale's "including" holds them too
+    assert mix.bytes > 0 and scale.including >= scale.bytes + mix.bytes
+    assert got.unattributed.outside_symbols == 0
+    check_against_oracles(obj)
+
+
+def test_innermost_segments_conventions():
+    # outer [0,10) with a nested [2,5), a later sibling [10,12): bytes once, innermost wins
+    segs = innermost_segments([[(0, 10)], [(2, 5)], [(10, 12)], []])
+    assert segs == [(0, 2, 0), (2, 5, 1), (5, 10, 0), (10, 12, 2)]
+    assert innermost_segments([[(4, 4)]]) == []
+
+
+def test_sizediff_inline_cost_errors(sizediff, compile_c, tmp_path):
+    obj = compile_c("gcc-12", FIX / "callers.c")
+    bad = tmp_path / "notelf.o"
+    bad.write_bytes(b"hello")
+    r = sizediff("--inline-cost", obj, bad)
+    assert r.returncode == 1 and r.stderr.decode().count("\n") == 1 and b"Traceback" not in r.stderr
+    nodebug = tmp_path / "nodebug.o"
+    subprocess.run(["gcc-12", "-c", "-O2", "-o", str(nodebug), str(FIX / "callers.c")], check=True)
+    r = sizediff("--inline-cost", obj, nodebug)
+    assert r.returncode == 1 and b"no DWARF" in r.stderr and r.stderr.count(b"\n") == 1
+    r = sizediff("--inline-cost", obj, obj)
+    assert r.returncode == 0 and b"(no inlined callee changed)" in r.stdout
+
+
+# --- the example series ----------------------------------------------------------------------
+@pytest.mark.kernel
+@pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
+def test_page_alloc_against_pyelftools(example_series, toolchain):
+    series = example_series(toolchain)
+    check_against_oracles(series[PATCH2].object_path)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
+def test_patch2_inlines_rmqueue_again(example_series, sizediff, toolchain):
+    """Patch 1 makes __rmqueue_fallback/__rmqueue_smallest plain static inline (out of line or
+    partly inlined), patch 2 __always_inline again: their inlined bytes grow where the
+    out-of-line symbols shrink or vanish."""
+    series = example_series(toolchain)
+    a, b = series[PATCH1].object_path, series[PATCH2].object_path
+    r = sizediff("--inline-cost", "--json", a, b)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["inline_cost"]
+    rows = {c["name"]: c for c in d["callees"]}
+    fb = rows["__rmqueue_fallback"]
+    assert fb["instances_new"] > fb["instances_old"] and fb["delta"] > 0
+    sizes_a, sizes_b = nm_sizes(a), nm_sizes(b)
+    assert "__rmqueue_fallback" in sizes_a and "__rmqueue_fallback" not in sizes_b
+    if toolchain == "gcc-12":
+        sm = rows["__rmqueue_smallest"]
+        assert sm["instances_new"] > sm["instances_old"] and sm["delta"] > 0
+    # the biggest changed callers of __rmqueue_fallback are the functions it now sits in
+    assert {c["symbol"] for c in fb["callers"]} <= set(sizes_b)
+    # the JSON is the analysis: per callee new bytes equal a direct reading of head
+    head = inline_cost(b)
+    assert fb["new"] == head.callees["__rmqueue_fallback"].bytes
+    assert fb["including_new"] == head.callees["__rmqueue_fallback"].including >= fb["new"]
+    assert d["inlined"]["new"] == head.inlined_bytes
+    text = sizediff("--inline-cost", a, b).stdout.decode()
+    assert "inlined callee" in text and "declared in" in text and "Not attributed:" in text
+    assert "mm/page_alloc.c" in text and "/root/" not in text.split("declared in")[1]
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_vmlinux_unit_against_pyelftools():
+    """One unit of a linked image (the tests' tinyconfig vmlinux, DWARF 5, kernel addresses; built
+    once and cached by tests/kernel_images.py): the same oracle, and caller sizes from nm -S."""
+    from kernel_images import tiny_vmlinux
+    vmlinux = tiny_vmlinux().vmlinux[0]
+    check_against_oracles(vmlinux, "mm/page_alloc.c")
+    got = inline_cost(vmlinux, ["mm/page_alloc.c"])
+    assert got.units == 1 and got.callees["__rmqueue_smallest"].instances > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_debian_vmlinux_whole_kernel_instances():
+    """The whole Debian dbg vmlinux (pinned, bench/dbg_vmlinux.py): every inlined instance is
+    counted, as many as llvm-dwarfdump-19 prints DW_TAG_inlined_subroutine DIEs (~50 s each), and
+    the totals add up over the kernel's 30k+ callees."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from dbg_vmlinux import Unavailable, vmlinux
+    try:
+        path = vmlinux("linux-image-6.1.0-56-cloud-amd64-dbg")
+    except Unavailable as e:
+        pytest.fail(str(e))
+    dump = subprocess.Popen(["llvm-dwarfdump-19", "--debug-info", str(path)], stdout=subprocess.PIPE)
+    want = sum(1 for line in dump.stdout if b"DW_TAG_inlined_subroutine" in line)
+    assert dump.wait() == 0
+    got = inline_cost(path)
+    assert sum(c.instances for c in got.callees.values()) == want > 100_000
+    assert got.inlined_bytes == sum(cc.inlined for cc in got.callers.values())
+    assert all(cc.inlined + cc.own + cc.undescribed == cc.size and cc.own >= 0 for cc in got.callers.values())
+    rm = got.callees["__rmqueue_smallest"]
+    assert rm.decl_file == "mm/page_alloc.c" and rm.instances >= 2 and rm.bytes > 0
