@@ -277,6 +277,9 @@ class _Object:
                     tsec_name = img.sections[tsec].name if 0 < tsec < len(img.sections) else ""
                     cold_target = _is_cold_section(tsec_name) or (
                         target_name is not None and parse_clone(target_name).is_cold)
+                    if target_name is None and not 0 < tsec < len(img.sections):
+                        raise InputError(f"{img.name}: a jump at {pc:#x} in {name} leads to {target:#x}, "
+                                         "outside every section")
                     if target_name is None:
                         target_name = f"{tsec_name}+{target - int(self.bases[tsec]) if img.relocatable else target:#x}"
                 if is_call:

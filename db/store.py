@@ -48,8 +48,8 @@ def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
 
     ``upto`` stops migrations at that version (tests of the migration path only). ``read_only``:
     every connection is opened ``mode=ro`` (a reader cannot write by mistake, and a store on
-    read-only media or without write permission opens); a missing store is created and pending
-    migrations applied first, by one writable connection, only when that is needed and possible.
+    read-only media or without write permission opens); pending migrations are applied first, by one writable connection, only when that is needed and possible; a
+    missing store is a StoreError (a reader never creates what it reads).
     """
     return SqliteStore(Path(path) if path else default_path(), upto=upto, read_only=read_only)
 

@@ -62,15 +62,26 @@ def test_the_wheel_carries_what_the_commands_read(installed):
         assert want in names, want
 
 
+def _new_store(venv: Path, cwd: Path, env: dict) -> None:
+    """A new store made by the installed package (what a first run does): its migrations come from the wheel."""
+    made = _run(venv / "bin" / "python", "-c", "from db.store import open_store; open_store(None).close()",
+                cwd=cwd, env=env)
+    assert made.returncode == 0 and (cwd / "new.db").is_file(), made
+
+
 def test_installed_commands_run_outside_the_checkout(installed):
     venv, cwd, env = installed["venv"], installed["cwd"], installed["env"]
     where = _run(venv / "bin" / "python", "-c", "import cli, db; print(cli.__file__, db.__file__)", cwd=cwd, env=env)
     assert where.returncode == 0 and str(ROOT) not in where.stdout and str(venv) in where.stdout, where
 
     hist = _run(venv / "bin" / "sizewatch", "history", "get_page_from_freelist", cwd=cwd, env=env)
+    assert hist.returncode == 1 and hist.stderr.endswith("new.db: no store there yet (sizewatch run or sizewatch "
+                                                         "bot writes one)\n"), hist   # a reader creates nothing
+    assert not (cwd / "new.db").exists()
+    _new_store(venv, cwd, env)
+    hist = _run(venv / "bin" / "sizewatch", "history", "get_page_from_freelist", cwd=cwd, env=env)
     assert hist.returncode == 1, hist
     assert hist.stderr == "sizewatch: get_page_from_freelist: not found in any stored build\n"   # a store, migrated
-    assert (cwd / "new.db").is_file()
 
     rep = _run(venv / "bin" / "sizewatch", "report", "deadbeef", cwd=cwd, env=env)
     assert rep.returncode == 1 and rep.stderr == "sizewatch: 'deadbeef': no such commit or series in the store\n", rep
@@ -83,7 +94,7 @@ def test_installed_commands_run_outside_the_checkout(installed):
 def test_installed_dashboard_serves_pages_and_chart_js(installed):
     venv, cwd, env = installed["venv"], installed["cwd"], installed["env"]
     if not (cwd / "new.db").exists():
-        _run(venv / "bin" / "sizewatch", "history", "x", cwd=cwd, env=env)
+        _new_store(venv, cwd, env)
     proc = subprocess.Popen([str(venv / "bin" / "sizewatch"), "serve", "--port", "0"], cwd=cwd, env=env,
                             stderr=subprocess.PIPE, text=True)
     try:
