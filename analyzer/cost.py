@@ -226,10 +226,27 @@ def summary_lines(path: LikelyPath, est: EstimateText | None = None, note: str |
 
 @dataclass(frozen=True)
 class CostThresholds:
-    """When a likely-path change is a finding (the issue's defaults)."""
+    """When a likely-path change is a finding (defaults: the issue's; settable by ``sizewatch run
+    --cost-*`` and the bot's ``[report]`` so a list can ask for more or less noise)."""
     new_call: bool = True           # any call on head's path that base's path did not have
-    lines: int = 1                  # this many more 64-byte lines
-    cycles_percent: float = 10.0    # estimated cycles grew by this much
+    lines: int = 1                  # this many more 64-byte lines (0: never a finding)
+    cycles_percent: float = 10.0    # estimated cycles grew by this much (0: never a finding)
+
+    def __post_init__(self) -> None:
+        # checked here so every caller (command line, bot config, tests) gets the same one-line error
+        from analyzer.errors import InputError
+        if isinstance(self.lines, bool) or not isinstance(self.lines, int) or self.lines < 0:
+            raise InputError(f"cost lines threshold: expected a whole number of 64-byte lines >= 0, got {self.lines!r}")
+        pct = self.cycles_percent
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not (0 <= pct < float("inf")):
+            raise InputError(f"cost cycles threshold: expected a percentage >= 0, got {pct!r}")
+
+
+def mcpu_mismatches(changes: list[CostChange]) -> list[str]:
+    """Functions whose base and head cycle estimates are for different CPU models: their cycles are
+    not compared (no cycles finding), and the caller says so rather than staying silent."""
+    return [ch.function for ch in changes if ch.base is not None and ch.head is not None
+            and ch.base.cycles is not None and ch.head.cycles is not None and ch.base.mcpu != ch.head.mcpu]
 
 
 def _newly_out_of_line(target: str, base_facts, head_facts) -> tuple[bool, list[str]]:
