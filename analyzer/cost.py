@@ -66,7 +66,15 @@ class CostChange:
 
     def delta(self, name: str) -> int | float | None:
         a, b = measure(self.base, name), measure(self.head, name)
+        if name == "cycles" and self.cpus_differ:
+            return None                 # estimates for two CPU models are not comparable
         return None if a is None or b is None else b - a
+
+    @property
+    def cpus_differ(self) -> bool:
+        """Both paths have cycle estimates, made for different CPU models."""
+        return (self.base is not None and self.head is not None and self.base.cycles is not None
+                and self.head.cycles is not None and self.base.mcpu != self.head.mcpu)
 
     def to_dict(self) -> dict:
         return {"function": self.function, "base": self.base.to_dict() if self.base else None,
@@ -137,6 +145,8 @@ def cost_table_text(changes: list[CostChange], mcpu: str | None = None) -> str:
             out.append("  new calls on the path: " + ", ".join(ch.new_calls))
         if ch.gone_calls:
             out.append("  calls gone from the path: " + ", ".join(ch.gone_calls))
+        if ch.cpus_differ:
+            out.append(f"  est.cycles not compared: estimated for {ch.base.mcpu} (old) and {ch.head.mcpu} (new)")
     return "\n".join(out) + "\n"
 
 
@@ -245,8 +255,7 @@ class CostThresholds:
 def mcpu_mismatches(changes: list[CostChange]) -> list[str]:
     """Functions whose base and head cycle estimates are for different CPU models: their cycles are
     not compared (no cycles finding), and the caller says so rather than staying silent."""
-    return [ch.function for ch in changes if ch.base is not None and ch.head is not None
-            and ch.base.cycles is not None and ch.head.cycles is not None and ch.base.mcpu != ch.head.mcpu]
+    return [ch.function for ch in changes if ch.cpus_differ]
 
 
 def _newly_out_of_line(target: str, base_facts, head_facts) -> tuple[bool, list[str]]:

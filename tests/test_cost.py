@@ -279,3 +279,13 @@ def test_run_thresholds_change_stored_findings(example_store, tmp_path):
     p = run()
     assert stored() == original
     assert "likely_path" in p.stdout or original == set()
+
+
+def test_cost_table_does_not_compare_cycles_across_cpus():
+    from dataclasses import replace
+    from analyzer.cost import cost_table_text
+    ch = compare_costs([_fc("c")], [replace(_fc("c", cycles=200), mcpu="znver3")])
+    assert ch[0].delta("cycles") is None and ch[0].delta("insns") == 0
+    text = cost_table_text(ch)
+    assert "est.cycles not compared: estimated for skylake-avx512 (old) and znver3 (new)" in text
+    assert "+100" not in text
