@@ -66,7 +66,15 @@ class CostChange:
 
     def delta(self, name: str) -> int | float | None:
         a, b = measure(self.base, name), measure(self.head, name)
+        if name == "cycles" and self.cpus_differ:
+            return None                 # estimates for two CPU models are not comparable
         return None if a is None or b is None else b - a
+
+    @property
+    def cpus_differ(self) -> bool:
+        """Both paths have cycle estimates, made for different CPU models."""
+        return (self.base is not None and self.head is not None and self.base.cycles is not None
+                and self.head.cycles is not None and self.base.mcpu != self.head.mcpu)
 
     def to_dict(self) -> dict:
         return {"function": self.function, "base": self.base.to_dict() if self.base else None,
@@ -137,6 +145,8 @@ def cost_table_text(changes: list[CostChange], mcpu: str | None = None) -> str:
             out.append("  new calls on the path: " + ", ".join(ch.new_calls))
         if ch.gone_calls:
             out.append("  calls gone from the path: " + ", ".join(ch.gone_calls))
+        if ch.cpus_differ:
+            out.append(f"  est.cycles not compared: estimated for {ch.base.mcpu} (old) and {ch.head.mcpu} (new)")
     return "\n".join(out) + "\n"
 
 
@@ -226,10 +236,26 @@ def summary_lines(path: LikelyPath, est: EstimateText | None = None, note: str |
 
 @dataclass(frozen=True)
 class CostThresholds:
-    """When a likely-path change is a finding (the issue's defaults)."""
+    """When a likely-path change is a finding (defaults: the issue's; settable by ``sizewatch run
+    --cost-*`` and the bot's ``[report]`` so a list can ask for more or less noise)."""
     new_call: bool = True           # any call on head's path that base's path did not have
-    lines: int = 1                  # this many more 64-byte lines
-    cycles_percent: float = 10.0    # estimated cycles grew by this much
+    lines: int = 1                  # this many more 64-byte lines (0: never a finding)
+    cycles_percent: float = 10.0    # estimated cycles grew by this much (0: never a finding)
+
+    def __post_init__(self) -> None:
+        # checked here so every caller (command line, bot config, tests) gets the same one-line error
+        from analyzer.errors import InputError
+        if isinstance(self.lines, bool) or not isinstance(self.lines, int) or self.lines < 0:
+            raise InputError(f"cost lines threshold: expected a whole number of 64-byte lines >= 0, got {self.lines!r}")
+        pct = self.cycles_percent
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not (0 <= pct < float("inf")):
+            raise InputError(f"cost cycles threshold: expected a percentage >= 0, got {pct!r}")
+
+
+def mcpu_mismatches(changes: list[CostChange]) -> list[str]:
+    """Functions whose base and head cycle estimates are for different CPU models: their cycles are
+    not compared (no cycles finding), and the caller says so rather than staying silent."""
+    return [ch.function for ch in changes if ch.cpus_differ]
 
 
 def _newly_out_of_line(target: str, base_facts, head_facts) -> tuple[bool, list[str]]:

@@ -25,15 +25,26 @@ from toolchains.registry import all_toolchains
 from toolchains.source import cache_dir
 
 BENCH_TREE = "bench-linux"
-FORMAT = 2          # bump when the generated layout changes: cached stores are rebuilt
+FORMAT = 3          # bump when the generated layout changes: cached stores are rebuilt
+# 3: the matrix page's rows (migration 0013). The format is in the cached files' names: a store (or
+# seed) written by this code has a newer schema than older code accepts, so it never takes the
+# place of one that other checkouts still read.
 
 
 def seed_store(path: Path | None = None, toolchains: list[str] | None = None) -> Path:
     """A store with the example series built for real (by the pipeline) under the given toolchains."""
     from ci import pipeline
     from toolchains.example import EXAMPLE_MBOX
-    path = path or cache_dir() / "bench" / "seed.db"
+    path = path or cache_dir() / "bench" / f"seed-f{FORMAT}.db"
     path.parent.mkdir(parents=True, exist_ok=True)
+    older = path.with_name("seed.db")
+    if not path.exists() and older.exists():      # its builds copied (read only), not made again
+        src, dst = sqlite3.connect(f"{older.resolve().as_uri()}?mode=ro", uri=True), sqlite3.connect(path)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
     toolchains = toolchains or [t.name for t in all_toolchains() if t.installed]
     with open_store(path) as store:
         pipeline.run(store, "6.1", mbox=EXAMPLE_MBOX, toolchains=toolchains, progress=lambda s: None)
@@ -55,20 +66,23 @@ def _sha(i: int) -> str:
 
 
 def large_store(path: Path | None = None, commits: int = 1000, toolchains: int = 8, seed: Path | None = None,
-                force: bool = False, log=print) -> Path:
-    """The replicated store at ``path`` (default <cache>/bench/store-<commits>x<toolchains>.db), reused when present."""
-    path = path or cache_dir() / "bench" / f"store-{commits}x{toolchains}.db"
+                force: bool = False, log=print, upto: int | None = None) -> Path:
+    """The replicated store at ``path`` (default <cache>/bench/store-<commits>x<toolchains>-f<FORMAT>.db),
+    reused when present. ``upto``: migrated no further than this version (what an older revision's
+    server can read, for the dashboard bench's *before*)."""
+    path = path or cache_dir() / "bench" / (f"store-{commits}x{toolchains}-f{FORMAT}"
+                                            + (f"-upto{upto}" if upto else "") + ".db")
     stamp = path.with_suffix(".done")
     seed = seed or seed_store()
     open_store(seed).close()                       # brings an older seed to the current schema
-    want = f"{FORMAT} {commits} {toolchains} {_fingerprint(seed)}\n"
+    want = f"{FORMAT} {commits} {toolchains} {upto} {_fingerprint(seed)}\n"
     if not force and path.exists() and stamp.exists() and stamp.read_text() == want:
         return path
     for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"), stamp):
         if p.exists():
             p.unlink()
     t0 = time.monotonic()
-    open_store(path).close()                       # schema
+    open_store(path, upto=upto).close()            # schema
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA synchronous = OFF")
@@ -77,7 +91,10 @@ def large_store(path: Path | None = None, commits: int = 1000, toolchains: int =
     pairs = _replicate(conn, commits, toolchains)
     conn.execute("COMMIT")
     conn.execute("DETACH DATABASE seed")
-    _compare(seed, path, pairs)
+    _compare(seed, path, pairs, upto)
+    if upto is None or upto >= 13:                 # the matrix page's rows, as Store.record_build writes them
+        with open_store(path, upto=upto) as dst:
+            dst.refresh_matrices()
     conn.execute("ANALYZE")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -87,13 +104,13 @@ def large_store(path: Path | None = None, commits: int = 1000, toolchains: int =
     return path
 
 
-def _compare(seed: Path, path: Path, pairs: list[tuple[int, int, int, int]]) -> None:
+def _compare(seed: Path, path: Path, pairs: list[tuple[int, int, int, int]], upto: int | None = None) -> None:
     """Each commit compared with its parent through ``Store.record_comparison``, as the pipeline records
     it: the seed's findings for the same pair of seed builds (none where the seed has no such
     comparison) and the bloat-o-meter tables, computed from the seed's symbols (a replica's symbols
     are its seed build's) once per pair of seed builds."""
     done: dict[tuple[int, int], tuple[list, dict]] = {}
-    with open_store(seed) as src, open_store(path) as dst:
+    with open_store(seed) as src, open_store(path, upto=upto) as dst:
         for head, base, seed_head, seed_base in pairs:
             if (seed_head, seed_base) not in done:
                 findings = [f for f in src.findings_for(seed_head, seed_base) if f.base_build_id == seed_base]

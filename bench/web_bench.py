@@ -280,18 +280,28 @@ def main() -> None:
                                                         capture_output=True, text=True, check=True).stdout.strip()
             code = export_revision(args.before, Path(tmp) / "before")
             env = dict(os.environ, PYTHONPATH=str(code))
-            servers.append(("before", [sys.executable, "-m", "cli", "serve", "--db", str(path), "--host", "127.0.0.1",
-                                       "--port", "0"], code, env))
+            # an older revision refuses a store with newer migrations: it gets the same store written
+            # no further than its own schema (the same rows, without what the newer migrations add)
+            theirs = max(int(m.name[:4]) for m in (code / "db" / "migrations").glob("[0-9]*.sql"))
+            ours = max(int(m.name[:4]) for m in (ROOT / "db" / "migrations").glob("[0-9]*.sql"))
+            before_db = path if theirs >= ours else large_store(commits=args.commits, toolchains=args.toolchains,
+                                                                 seed=seed, log=lambda s: None, upto=theirs)
+            if before_db != path:
+                print(f"before's store: migrated to {theirs} (this checkout: {ours}): {before_db}")
+                for p in (before_db.with_name(before_db.name + ".pages"),):
+                    p.unlink(missing_ok=True)
+            servers.append(("before", [sys.executable, "-m", "cli", "serve", "--db", str(before_db), "--host",
+                                       "127.0.0.1", "--port", "0"], code, env, before_db))
         servers.append(("after", [*SIZEWATCH, "serve", "--db", str(path), "--host", "127.0.0.1", "--port", "0"],
-                        None, None))
-        for name, cmd, cwd, env in servers:
+                        None, None, path))
+        for name, cmd, cwd, env, db in servers:
             proc, base = start_server(cmd, cwd, env)
             try:
                 if name == "before":
                     print(f"before: {args.before} ({subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', args.before], capture_output=True, text=True).stdout.strip()}), its own `serve` on {base}")
                 else:
                     print(f"after: this checkout, `sizewatch serve` on {base} (gunicorn, a worker per core)")
-                results[name] = measure(name, proc, base, path, pages, args.seconds, modes)
+                results[name] = measure(name, proc, base, db, pages, args.seconds, modes)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)

@@ -12,7 +12,7 @@ from cli.common import db_option, one_line_errors
 
 @click.group("db")
 def db_cmd() -> None:
-    """The store: check it."""
+    """The store: check it, rank the matrix rows of commits stored before they were kept."""
 
 
 @db_cmd.command("check")
@@ -27,3 +27,16 @@ def check_cmd(db: str | None) -> None:
         if not res.ok:
             raise StoreError(res.line())
         click.echo(f"sizewatch: {res.line()}")
+
+
+@db_cmd.command("matrix")
+@click.option("--all", "everything", is_flag=True, help="rank every commit again, not only those without rows")
+@db_option
+def matrix_cmd(everything: bool, db: str | None) -> None:
+    """Rank the matrix page's rows of stored commits that lack them (stored before migration 0013):
+    their pages then read stored rows instead of ranking per request."""
+    from cli.common import open_store
+    with one_line_errors():
+        with open_store(db) as store:
+            n = store.refresh_matrices(only_missing=not everything)
+            click.echo(f"sizewatch: matrix rows ranked for {n} commit{'s' if n != 1 else ''}; store {store.path}")

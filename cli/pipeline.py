@@ -19,15 +19,25 @@ from toolchains.targets import DEFAULT_TARGETS
 @click.option("--base", help="base commit for the series when its base-commit: is not in the tree")
 @click.option("--toolchains", default=",".join(DEFAULT_TOOLCHAINS), show_default=True)
 @click.option("--targets", default=",".join(DEFAULT_TARGETS), show_default=True)
+@click.option("--cost-mcpu", default="skylake-avx512", show_default=True, metavar="CPU",
+              help="llvm-mca CPU model for the likely paths' estimated cycles of new builds")
+@click.option("--cost-lines", default=1, show_default=True, metavar="N",
+              help="a hot function's likely path touching N more 64-byte lines is a finding (0: never)")
+@click.option("--cost-cycles-percent", default=10.0, show_default=True, metavar="P",
+              help="its estimated cycles growing by P %% is a finding (0: never)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
-            targets: str, as_json: bool, as_md: bool, db: str | None) -> None:
+            targets: str, cost_mcpu: str, cost_lines: int, cost_cycles_percent: float, as_json: bool,
+            as_md: bool, db: str | None) -> None:
     """Build and analyze COMMITS (A..B) or a --series, store the results, print the per-patch report.
 
     What the store already holds is not built again: a second run prints the same report at once.
+    The likely-path thresholds apply to every comparison the run reports (stored pairs included);
+    --cost-mcpu to the builds it makes (stored builds keep the CPU they were estimated for).
     """
+    from analyzer.cost import CostThresholds
     from ci import pipeline
     from ci.reports import text as render
     from analyzer.errors import InputError
@@ -36,9 +46,10 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             raise InputError("give either a commit range A..B or --series FILE.mbox")
         if mbox is not None and not mbox.is_file():
             raise InputError(f"{mbox}: no such mbox file")
+        thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
-                                         split(targets))
+                                         split(targets), mcpu=cost_mcpu, thresholds=thresholds)
             click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from analyzer.cost import FunctionCost
-from db import changes as _changes, migrate as _migrate
+from db import changes as _changes, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
                        text_factory)                                   # compress: API
@@ -201,6 +201,11 @@ class Store(ABC):
 
     @abstractmethod
     def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None) -> list[MatrixRow]: ...
+
+    def matrix_table(self, sha: str, tree: str | None, target: str | None, show_all: bool, limit: int,
+                     offset: int) -> "_matrix.MatrixTable | None":
+        """A page of the commit's matrix as ranked when its builds were written (None: not stored)."""
+        return None
 
     @abstractmethod
     def list_commits(self, limit: int = 50, offset: int = 0, tree: str | None = None) -> list[Commit]: ...
@@ -437,7 +442,42 @@ class SqliteStore(Store):
             for obj in rec.objects:
                 self._insert_object(conn, bid, obj)
             self._insert_findings(conn, bid, rec.findings)
+            self._write_matrix(conn, cid, rec.commit.sha, rec.tree)
             return bid
+
+    def _write_matrix(self, conn: sqlite3.Connection, commit_id: int, sha: str, tree: str) -> None:
+        """The commit's matrix rows (db.matrix) for every target and for all of them, ranked now, in
+        the transaction that changed its builds (0013): a reader never sees rows of other builds."""
+        targets = sorted(t for (t,) in conn.execute("SELECT DISTINCT target FROM builds WHERE commit_id = ?",
+                                                    (commit_id,)))
+        conn.execute("DELETE FROM matrix_rows WHERE commit_id = ?", (commit_id,))
+        conn.execute("DELETE FROM matrix_tables WHERE commit_id = ?", (commit_id,))
+        for target in [None, *targets]:
+            table = _matrix.rank(self.toolchain_matrix(sha, tree, target))
+            key = target or ""
+            conn.execute("INSERT INTO matrix_tables(commit_id, target, toolchains, functions, differing) "
+                         "VALUES (?, ?, ?, ?, ?)", (commit_id, key, json.dumps(table.toolchains), table.functions,
+                                                    table.differing))
+            rows, d = [], 0
+            for i, line in enumerate(table.lines):
+                rows.append((commit_id, key, i, d if line.differs else None, line.function, line.spread,
+                             json.dumps({tc: list(c) for tc, c in line.cells.items()}, separators=(",", ":"))))
+                d += line.differs
+            conn.executemany("INSERT INTO matrix_rows(commit_id, target, pos, diff_pos, function, spread, cells) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def refresh_matrices(self, only_missing: bool = True) -> int:
+        """Rank the matrix rows of stored commits that have builds (those stored before 0013, or all):
+        one transaction per commit. Returns how many commits were ranked."""
+        q = ("SELECT c.id, c.sha, t.name FROM commits c JOIN trees t ON t.id = c.tree_id "
+             "WHERE EXISTS (SELECT 1 FROM builds b WHERE b.commit_id = c.id)")
+        if only_missing:
+            q += " AND NOT EXISTS (SELECT 1 FROM matrix_tables m WHERE m.commit_id = c.id)"
+        todo = self._conn().execute(q + " ORDER BY c.id").fetchall()
+        for cid, sha, tree in todo:
+            with self._tx() as conn:
+                self._write_matrix(conn, cid, sha, tree)
+        return len(todo)
 
     def _insert_object(self, conn: sqlite3.Connection, build_id: int, obj: ObjectRecord) -> None:
         oid = conn.execute("INSERT INTO objects(build_id, path, sha256, text, data, bss, sections, facts_z) "
@@ -817,6 +857,41 @@ class SqliteStore(Store):
             row = {label: tuple(cells[name].get(label, (None, None, None, None))) for label in builds}
             out.append(MatrixRow(name, row))
         return out
+
+    @_retry_busy
+    def matrix_table(self, sha: str, tree: str | None, target: str | None, show_all: bool, limit: int,
+                     offset: int) -> _matrix.MatrixTable | None:
+        conn = self._conn()
+        q = ("SELECT m.commit_id, m.toolchains, m.functions, m.differing FROM matrix_tables m "
+             "JOIN commits c ON c.id = m.commit_id JOIN trees t ON t.id = c.tree_id WHERE c.sha = ? AND m.target = ?")
+        args: list = [sha, target or ""]
+        if tree:
+            q += " AND t.name = ?"
+            args.append(tree)
+        head = conn.execute(q, args).fetchone()
+        if head is None:
+            return None
+        cid, tcs, functions, differing = head
+        if show_all:
+            rows = conn.execute("SELECT function, spread, diff_pos, cells FROM matrix_rows WHERE commit_id = ? "
+                                "AND target = ? ORDER BY pos LIMIT ? OFFSET ?", (cid, target or "", limit, offset))
+        else:
+            rows = conn.execute("SELECT function, spread, diff_pos, cells FROM matrix_rows WHERE commit_id = ? "
+                                "AND target = ? AND diff_pos IS NOT NULL ORDER BY diff_pos LIMIT ? OFFSET ?",
+                                (cid, target or "", limit, offset))
+        lines = []
+        try:
+            tcs = json.loads(tcs)
+            for f, spread, pos, cells in rows:
+                cells = json.loads(cells)
+                if not isinstance(cells, dict) or not all(isinstance(c, list) and len(c) == 5 for c in cells.values()):
+                    return None
+                lines.append(_matrix.MatrixLine(f, spread, pos is not None, {tc: tuple(c) for tc, c in cells.items()}))
+        except (ValueError, TypeError):
+            return None             # damaged ranking: ranked again from the builds' own rows, per request
+        if not isinstance(tcs, list):
+            return None
+        return _matrix.MatrixTable(tcs, functions, differing, lines)
 
     @_retry_busy
     def list_commits(self, limit: int = 50, offset: int = 0, tree: str | None = None) -> list[Commit]:

@@ -39,6 +39,8 @@ def test_large_store_replicates_real_rows(tmp_path, compile_c):
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM builds").fetchone()[0] == 30 * 8
     assert conn.execute("SELECT count(DISTINCT name) FROM toolchains").fetchone()[0] == 8
+    # the matrix page's rows, as the pipeline's writes leave them (every target, and x.o)
+    assert conn.execute("SELECT count(*) FROM matrix_tables").fetchone()[0] == 30 * 2
     # commit 1 replicates seed commit b over seed commit a: the table is the real one
     c1 = [c for c in commits if c.generation == 2][0]
     rep = commit_report(store, c1.sha, BENCH_TREE)

@@ -217,10 +217,23 @@ def test_min_compilers_is_checked():
     ("[bot]\nincomplete_timeout = 'soon'\n", "expected a duration"),
     ("[bot]\naddress = 'nobody'\n", "not a mail address"),
     ("[bot\n", "not valid TOML"),
+    ("[report]\ncost_lines = -1\n", "[report].cost_lines: must not be negative"),
+    ("[report]\ncost_lines = 1.5\n", "cost_lines: expected an int"),
+    ("[report]\ncost_cycles_percent = -5\n", "cost_cycles_percent: must be a percentage >= 0"),
+    ("[report]\ncost_cycles_percent = nan\n", "cost_cycles_percent: must be a percentage >= 0"),
+    ("[report]\ncost_cycles_percent = '5%'\n", "cost_cycles_percent: expected a float"),
+    ("[report]\ncost_mcpu = 'sky lake'\n", "cost_mcpu: not a CPU name"),
 ])
 def test_policy_errors(text, msg):
     with pytest.raises(InputError, match=msg.replace("[", r"\[").replace("]", r"\]")):
         parse_policy(text, "bot.toml")
+
+
+def test_policy_cost_thresholds():
+    from analyzer.cost import CostThresholds
+    assert Policy().report.cost_thresholds == CostThresholds()
+    r = parse_policy("[report]\ncost_mcpu = 'znver3'\ncost_lines = 2\ncost_cycles_percent = 5\n").report
+    assert r.cost_mcpu == "znver3" and r.cost_thresholds == CostThresholds(lines=2, cycles_percent=5.0)
 
 
 def test_smtp_password_from_the_environment(monkeypatch):

@@ -184,3 +184,108 @@ def test_commit_page_shows_likely_path_table(example_store, tmp_path):
     assert all(c for c in line["cycles"] if c is not None)
     page = client.get("/function/rmqueue_bulk").get_data(as_text=True)
     assert 'id="cost-chart"' in page and client.get("/static/cost_chart.js").status_code == 200
+
+
+def test_cost_thresholds_are_checked():
+    from analyzer.cost import CostThresholds
+    from analyzer.errors import InputError
+    for kw, msg in (({"lines": -1}, "cost lines threshold"), ({"lines": 1.5}, "cost lines threshold"),
+                    ({"cycles_percent": -1}, "cost cycles threshold"),
+                    ({"cycles_percent": float("nan")}, "cost cycles threshold")):
+        with pytest.raises(InputError, match=msg):
+            CostThresholds(**kw)
+
+
+def test_cycles_for_different_cpus_are_not_compared():
+    """A base estimated for skylake-avx512 and a head for znver3: no cycles finding, and it is named."""
+    from dataclasses import replace
+    from analyzer.cost import CostThresholds, cost_findings, mcpu_mismatches
+    base, head = [_fc("c")], [replace(_fc("c", cycles=200), mcpu="znver3")]
+    changes = compare_costs(base, head)
+    assert cost_findings(changes, CostThresholds(cycles_percent=1)) == []
+    assert mcpu_mismatches(changes) == ["c"]
+    assert mcpu_mismatches(compare_costs(base, [_fc("c", cycles=200)])) == []
+    assert [f.kind for f in cost_findings(compare_costs(base, [_fc("c", cycles=200)]))] == ["likely_path_cycles"]
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--cost-mcpu", "nosuchcore"], "unknown CPU 'nosuchcore'"),
+    (["--cost-mcpu", "sky lake"], "bad CPU name"),
+    (["--cost-lines", "-1"], "cost lines threshold"),
+    (["--cost-cycles-percent", "nan"], "cost cycles threshold"),
+])
+def test_run_refuses_bad_cost_settings(tmp_path, args, msg):
+    """Refused in one line before any tree is opened or build started."""
+    p = subprocess.run([*sizewatch_cmd(), "run", "HEAD~1..HEAD", "--db", str(tmp_path / "s.db"), *args],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.kernel
+def test_run_thresholds_change_stored_findings(example_store, tmp_path):
+    """The same stored builds under other thresholds: ``sizewatch run`` again (nothing is built) makes
+    the likely-path findings the thresholds give, computed here from the stored paths, and a run with
+    the defaults gives the original findings back."""
+    import sqlite3
+    from analyzer.cost import CostThresholds, cost_findings
+    from conftest import EXAMPLE_MBOX, EXAMPLE_TOOLCHAINS
+    from db.store import open_store
+    db = tmp_path / "store.db"
+    with sqlite3.connect(example_store[0]) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+    kinds = ("likely_path_call", "likely_path_lines", "likely_path_cycles")
+
+    def stored() -> set:
+        with open_store(db, read_only=True) as st:
+            out = set()
+            for sha, parent in ((P1, STOCK), (P2, P1)):
+                for b in st.builds_for_commit(sha):
+                    base = next(x for x in st.builds_for_commit(parent) if x.toolchain == b.toolchain)
+                    out |= {(sha, b.toolchain, f.kind, f.function) for f in st.findings_for(b.id, base.id)
+                            if f.kind in kinds and f.base_build_id == base.id}
+            return out
+
+    def expected(th: CostThresholds) -> set:
+        with open_store(db, read_only=True) as st:
+            out = set()
+            for sha, parent in ((P1, STOCK), (P2, P1)):
+                for b in st.builds_for_commit(sha):
+                    base = next(x for x in st.builds_for_commit(parent) if x.toolchain == b.toolchain)
+                    bp, hp = st.likely_paths_for(base.id), st.likely_paths_for(b.id)
+                    for path in hp:
+                        out |= {(sha, b.toolchain, f.kind, f.function)
+                                for f in cost_findings(compare_costs(bp[path], hp[path]), th)}
+            return out
+
+    def run(*args):
+        p = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), "--toolchains",
+                            EXAMPLE_TOOLCHAINS, "--db", str(db), *args], capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0, p.stderr
+        assert "0 built, 0 re-analyzed" in p.stderr
+        return p
+
+    original = stored()
+    assert original == expected(CostThresholds())
+    run("--cost-lines", "0", "--cost-cycles-percent", "0")
+    quiet = stored()
+    assert quiet == expected(CostThresholds(lines=0, cycles_percent=0))
+    assert {k for _, _, k, _ in quiet} <= {"likely_path_call"}
+    run("--cost-cycles-percent", "0.5")
+    eager = stored()
+    assert eager == expected(CostThresholds(cycles_percent=0.5))
+    assert len({x for x in eager if x[2] == "likely_path_cycles"}) > \
+        len({x for x in original if x[2] == "likely_path_cycles"})
+    p = run()
+    assert stored() == original
+    assert "likely_path" in p.stdout or original == set()
+
+
+def test_cost_table_does_not_compare_cycles_across_cpus():
+    from dataclasses import replace
+    from analyzer.cost import cost_table_text
+    ch = compare_costs([_fc("c")], [replace(_fc("c", cycles=200), mcpu="znver3")])
+    assert ch[0].delta("cycles") is None and ch[0].delta("insns") == 0
+    text = cost_table_text(ch)
+    assert "est.cycles not compared: estimated for skylake-avx512 (old) and znver3 (new)" in text
+    assert "+100" not in text

@@ -251,6 +251,107 @@ def test_matrix_page(client, shas):
     assert 'href="/function/get_page_from_freelist"' in html and "show all" in html
 
 
+MATRIX_QUERIES = ("", "?all=1", "?all=1&limit=7&offset=5", "?limit=3&offset=2", "?offset=100000",
+                  "?target=mm/page_alloc.o", "?target=mm/page_alloc.o&all=1&limit=1000", "?target=mm/no_such.o")
+
+
+def _matrix_pages(app, sha: str) -> dict:
+    """HTML and JSON of the matrix page under each query, rendered afresh (no page cache)."""
+    out = {}
+    for q in MATRIX_QUERIES:
+        for kind in ("matrix", "api/matrix"):
+            with app.test_request_context(f"/{kind}/{sha}{q}"):
+                from web.pages import matrix
+                fn = matrix.page if kind == "matrix" else matrix.api
+                r = app.make_response(fn(sha))
+                out[kind + q] = r.get_data(as_text=True)
+    return out
+
+
+def test_matrix_precomputed_rows_equal_per_request(app, store_path, shas):
+    """The rows ranked when the builds were written (0013) give byte-identical HTML and JSON to the
+    same page ranked per request from the builds' own rows (the store with its matrix tables removed)."""
+    from db.store import open_store
+    with open_store(store_path) as s:
+        stored = s.connection().execute("SELECT count(*) FROM matrix_tables").fetchone()[0]
+        assert stored >= 6                      # 3 commits x (every target, mm/page_alloc.o)
+        for sha in shas:
+            c = s.get_commit(sha)
+            assert s.matrix_table(sha, c.tree, None, False, 100, 0) is not None
+    stored_pages = {sha: _matrix_pages(app, sha) for sha in shas}
+    assert '"rows":[]' not in stored_pages[shas[2]]["api/matrix"].replace(" ", "")
+    with open_store(store_path) as s:            # on the test's own copy: put the tables back after
+        with s.transaction() as conn:
+            conn.execute("DELETE FROM matrix_rows")
+            conn.execute("DELETE FROM matrix_tables")
+        assert s.matrix_table(shas[2], s.get_commit(shas[2]).tree, None, False, 100, 0) is None
+    try:
+        for sha in shas:
+            assert _matrix_pages(app, sha) == stored_pages[sha]
+    finally:                                     # what a store from before 0013 is given
+        p = subprocess.run([*sizewatch_cmd(), "db", "matrix", "--db", str(store_path)], capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0 and f"matrix rows ranked for {len(shas)} commits" in p.stdout, p.stderr
+    for sha in shas:
+        assert _matrix_pages(app, sha) == stored_pages[sha]
+
+
+def test_matrix_follows_a_new_build(example_store, tmp_path, shas):
+    """A new build of the commit (same toolchain: it replaces the old one) re-ranks its matrix in the
+    build's transaction: the cached page shows the new size at once, equal to the per-request ranking."""
+    from db.models import BuildRecord, ConfigInfo, ObjectRecord
+    from db.store import open_store
+    from web.app import create_app
+    from web.settings import WebSettings
+    db = copy_store(example_store[0], tmp_path / "store.db")
+    app = create_app(WebSettings(db, token=None, jobs_dir=tmp_path / "jobs"))
+    client = app.test_client()
+    sha = shas[2]
+    before = get_json(client, f"/api/matrix/{sha}?all=1&limit=10000")
+    row = next(r for r in before["rows"] if r["function"] == "get_page_from_freelist")
+    old = row["cells"]["clang-19"]["size"]
+    with open_store(db) as s:
+        b = next(x for x in s.builds_for_commit(sha) if x.toolchain == "clang-19")
+        objs = []
+        for o in s.objects_for(b.id):
+            o.symbols = [sym if sym.name != "get_page_from_freelist" else
+                         type(sym)(sym.name, sym.size + 4096, sym.letter, sym.section, sym.offset)
+                         for sym in s.symbols_for(b.id)]
+            o.functions = s.functions_for(b.id)
+            objs.append(o)
+        commit = s.get_commit(sha)
+        s.record_build(BuildRecord(b.tree, commit, b.toolchain, b.toolchain_version,
+                                   ConfigInfo(b.config_key, config_hash=b.config_hash), b.target, "ok",
+                                   objects=objs, analysis_version=b.analysis_version))
+    after = get_json(client, f"/api/matrix/{sha}?all=1&limit=10000")
+    new_row = next(r for r in after["rows"] if r["function"] == "get_page_from_freelist")
+    assert new_row["cells"]["clang-19"]["size"] == old + 4096
+    assert new_row["spread"] == abs(new_row["cells"]["clang-19"]["size"] - new_row["cells"]["gcc-12"]["size"])
+    assert after["rows"].index(new_row) <= before["rows"].index(row)      # a wider spread ranks it higher
+    pages = _matrix_pages(app, sha)
+    with open_store(db) as s:
+        with s.transaction() as conn:
+            conn.execute("DELETE FROM matrix_tables")
+    assert _matrix_pages(app, sha) == pages
+
+
+def test_matrix_damaged_rows(example_store, tmp_path, shas):
+    """A damaged stored row: the page is ranked from the builds instead (same bytes), db check names it."""
+    from db.check import check_store
+    from web.app import create_app
+    from web.settings import WebSettings
+    db = copy_store(example_store[0], tmp_path / "store.db")
+    app = create_app(WebSettings(db, token=None, jobs_dir=tmp_path / "jobs"))
+    good = _matrix_pages(app, shas[2])
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE matrix_rows SET cells = '{\"gcc-12\": [1, ' WHERE pos = 0")
+    conn.commit()
+    conn.close()
+    assert _matrix_pages(app, shas[2]) == good
+    res = check_store(db)
+    assert not res.ok and "matrix_rows.cells not JSON" in res.line()
+
+
 def test_build_log(client, shas, store_path):
     from db.store import open_store
     with open_store(store_path) as s:

@@ -99,6 +99,24 @@ def estimate(paths: list[LikelyPath], mcpu: str = DEFAULT_MCPU,
     return out
 
 
+def check_cpu(mcpu: str, timeout: float = 30) -> None:
+    """Refuse a CPU name llvm-mca does not know before any build is spent on it (a bad name would
+    otherwise surface only after the first build). Without llvm-mca, only the spelling is checked:
+    the builds then store no estimates and say why."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", mcpu or ""):
+        raise McaError(f"bad CPU name {mcpu!r} (e.g. skylake-avx512, znver3)")
+    exe = shutil.which(MCA)
+    if exe is None:
+        return
+    try:
+        proc = subprocess.run([exe, f"-mcpu={mcpu}", "-mtriple=x86_64-unknown-linux-gnu", "-"], input="nop\n",
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise McaError(f"{MCA} took more than {timeout:.0f} s") from None
+    if "is not a recognized processor" in proc.stderr:
+        raise McaError(f"{MCA}: unknown CPU {mcpu!r} (llvm-mca-19 -mcpu=help lists them)")
+
+
 def file_costs(path: str, hot=None, function: str | None = None, mcpu: str | None = DEFAULT_MCPU,
                required: bool = True):
     """Likely paths of the hot functions (or one function) of an object or linked file, with

@@ -12,6 +12,7 @@ from the environment (``password_env``) instead of the file.
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
               likely_path_call, likely_path_lines, likely_path_cycles,
+              cost_mcpu, cost_lines, cost_cycles_percent,
               growth_bytes, growth_percent, not_applied, incomplete, min_compilers,
               shrinks_note
     [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
@@ -92,6 +93,15 @@ class ReportRules:
     likely_path_call: bool = True        # a new call on a hot function's likely path
     likely_path_lines: bool = True       # ... its likely path touches more 64-byte lines
     likely_path_cycles: bool = False     # ... its llvm-mca estimate grew (an estimate: off by default)
+    cost_mcpu: str = "skylake-avx512"    # the llvm-mca CPU model the bot's builds are estimated for
+    cost_lines: int = 1                  # likely_path_lines: this many more 64-byte lines (0: never)
+    cost_cycles_percent: float = 10.0    # likely_path_cycles: estimated cycles grew by this much (0: never)
+
+    @property
+    def cost_thresholds(self):
+        """The pipeline's thresholds (analyzer.cost.CostThresholds) for these rules."""
+        from analyzer.cost import CostThresholds
+        return CostThresholds(lines=self.cost_lines, cycles_percent=self.cost_cycles_percent)
     growth_bytes: int = 0                # the target grew by more than this (0: off)
     growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
     not_applied: bool = True             # say (once) that a series does not apply
@@ -228,6 +238,12 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     path = _check(outbox.get("path", ""), str, f"{source}: [outbox].path")
     if "dashboard_url" in bot:
         bot["dashboard_url"] = bot["dashboard_url"].rstrip("/")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", report.cost_mcpu):
+        raise InputError(f"{source}: [report].cost_mcpu: not a CPU name (like skylake-avx512 or znver3): "
+                         f"{report.cost_mcpu!r}")
+    if not 0 <= report.cost_cycles_percent < float("inf"):
+        raise InputError(f"{source}: [report].cost_cycles_percent: must be a percentage >= 0, "
+                         f"got {report.cost_cycles_percent!r}")
     if report.min_compilers < 1:
         raise InputError(f"{source}: [report].min_compilers: must be at least 1")
     n_tc = len(bot.get("toolchains", DEFAULT_TOOLCHAINS))

@@ -37,6 +37,7 @@ from typing import Callable, Iterator
 from analyzer.errors import InputError
 from ci import pipeline
 from ci.pipeline import builder
+from toolchains.mca import check_cpu
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.bot.inbox import check_inbox, read_inbox
@@ -127,6 +128,7 @@ class Bot:
         self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
         for tc in policy.toolchains:
             builder.toolchain_info(tc)             # unknown or missing toolchains fail up front
+        check_cpu(policy.report.cost_mcpu)         # ... and a CPU llvm-mca does not know
         self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
         self.versions = {tc: builder.toolchain_info(tc)[1] for tc in policy.toolchains}
@@ -449,8 +451,10 @@ class Bot:
             return
         self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
                  f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
-        pipeline.build_all(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log)
-        pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config)
+        pipeline.build_all(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
+                           mcpu=pol.report.cost_mcpu)
+        pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,
+                             pol.report.cost_thresholds, progress=self.log)
         report = pipeline.report(self.store, plan, toolchains, targets)
         assert isinstance(report, SeriesReport)
         items = verdict.series_findings(report, pol.report)

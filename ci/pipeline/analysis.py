@@ -48,8 +48,9 @@ def _compact(f) -> dict:
     return {k: v for k, v in d.items() if v}
 
 
-def analyze(path: Path, source_root: Path | None, remarks: list[Path]) -> Analysis:
-    """Facts, the compilers' missed-inline remarks and the single-object findings of one object."""
+def analyze(path: Path, source_root: Path | None, remarks: list[Path], mcpu: str = DEFAULT_MCPU) -> Analysis:
+    """Facts, the compilers' missed-inline remarks and the single-object findings of one object;
+    the likely paths' cycles are estimated for ``mcpu`` (stored with them)."""
     facts: ObjectFacts = _analyze(path, source_root=source_root, remarks=list(remarks))
     funcs = [FunctionRow(f.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes,
                          f.call_count, _compact(f)) for f in facts.functions.values()]
@@ -68,7 +69,7 @@ def analyze(path: Path, source_root: Path | None, remarks: list[Path]) -> Analys
     # hot functions' likely paths, with llvm-mca's estimate when it is installed (one process a build)
     notes = list(facts.notes)
     try:
-        costs, mca_note = build_costs(str(path), None, DEFAULT_MCPU, required=False)
+        costs, mca_note = build_costs(str(path), None, mcpu, required=False)
         notes += [f"no cycle estimates: {mca_note}"] if mca_note else []
     except InputError as e:          # not x86-64 code: the build keeps its other facts
         costs = []

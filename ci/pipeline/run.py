@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
 from analyzer.errors import InputError
+from analyzer.kinds import Kind
 from ci.pipeline import analysis, builder
 from ci.pipeline.objects import object_record
 from ci.pipeline.plan import RunPlan, plan_range, plan_series
@@ -26,6 +28,7 @@ from db import bloat_tables
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow
 from db.store import Store
 from toolchains.kbuild import Config
+from toolchains.mca import DEFAULT_MCPU, check_cpu
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.source import Tree, open_tree
 from toolchains.targets import DEFAULT_TARGETS
@@ -41,13 +44,14 @@ class RunStats:
     lines: list[str] = field(default_factory=list)
 
 
-def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str) -> int:
+def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str,
+            mcpu: str = DEFAULT_MCPU) -> int:
     """Analyze one target of a build and write it all (one build row) in one transaction."""
     objects, findings = [], []
     path = done.objects.get(target)
     if path is not None:
         obj = object_record(path, target)
-        res = analysis.analyze(path, done.source, done.remarks.get(target, []))
+        res = analysis.analyze(path, done.source, done.remarks.get(target, []), mcpu)
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
         obj.likely_paths = res.likely_paths
         findings += res.findings
@@ -72,8 +76,10 @@ def _done(have, wanted_analysis: int) -> bool:
 
 
 def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
-              config: Config | None = None, progress: Callable[[str], None] = lambda s: None) -> RunStats:
-    """Stage 2: every (commit, toolchain, target) the store lacks, built, analyzed and stored."""
+              config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
+              mcpu: str = DEFAULT_MCPU) -> RunStats:
+    """Stage 2: every (commit, toolchain, target) the store lacks, built, analyzed and stored
+    (likely-path cycles estimated for ``mcpu``; a build already stored keeps its own CPU's estimate)."""
     stats = RunStats()
     key = builder.config_key(config)
     todos: dict[tuple[str, str], list[str]] = {}
@@ -94,7 +100,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
         with builder.source_for(plan.tree.path, commit.sha, tc, config, analysis.available()) as src:
             done.source = src
             for t in todo:
-                _record(store, plan.tree, commit, done, t)
+                _record(store, plan.tree, commit, done, t, mcpu)
                 if have[t] is not None:
                     stats.reanalyzed += 1
                 else:
@@ -108,10 +114,27 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     return stats
 
 
+_COST_KINDS = {Kind.LIKELY_PATH_CALL.value, Kind.LIKELY_PATH_LINES.value, Kind.LIKELY_PATH_CYCLES.value}
+
+
+def _cost_keys(base_paths: dict, head_paths: dict, thresholds: CostThresholds) -> set[tuple[str, str]]:
+    """The (kind, function) of the likely-path findings ``thresholds`` give on two stored builds."""
+    out = set()
+    for path, hp in head_paths.items():
+        if path in base_paths:
+            out |= {(f.kind, f.function) for f in cost_findings(compare_costs(base_paths[path], hp), thresholds)}
+    return out
+
+
 def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
-                config: Config | None = None) -> int:
+                config: Config | None = None, thresholds: CostThresholds = CostThresholds(),
+                progress: Callable[[str], None] = lambda s: None) -> int:
     """Stage 3: head-vs-parent findings for every stored pair not compared yet, with the bloat-o-meter
-    tables every report of the pair shows (computed here once, stored with them)."""
+    tables every report of the pair shows (computed here once, stored with them).
+
+    A pair compared before under other likely-path thresholds gets its findings again (its tables are
+    kept): the stored findings, and so the report, follow the thresholds of the run that prints it.
+    Cycle estimates made for different CPUs are not compared (no cycles finding): that is said."""
     key = builder.config_key(config)
     n = 0
     for tc in toolchains:
@@ -125,17 +148,29 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                 if not head or not base or head.status != "ok" or base.status != "ok":
                     continue
                 # a comparison stored before its tables and counts were kept (0009) is made again
+                base_paths, head_paths = store.likely_paths_for(base.id), store.likely_paths_for(head.id)
+                for path, hp in head_paths.items():
+                    odd = mcpu_mismatches(compare_costs(base_paths.get(path, []), hp))
+                    if odd:
+                        cpus = sorted({str(c.mcpu) for c in base_paths[path] + hp if c.cycles is not None})
+                        progress(f"{tc:9} {commit.sha[:12]} {target}: cycle estimates of the parent and this "
+                                 f"commit are for different CPUs ({', '.join(cpus)}): no cycles finding for "
+                                 f"{', '.join(odd)}")
+                keep_tables = False
                 if store.has_comparison(head.id, base.id) and \
                         bloat_tables.from_stored(store.comparison_tables(head.id, base.id)) is not None:
-                    continue
+                    stored = {(f.kind, f.function) for f in store.findings_for(head.id, base.id)
+                              if f.kind in _COST_KINDS and f.base_build_id == base.id}
+                    if stored == _cost_keys(base_paths, head_paths, thresholds):
+                        continue
+                    keep_tables = True
                 findings: list[FindingRow] = []
                 base_facts, head_facts = store.object_facts(base.id), store.object_facts(head.id)
-                base_paths, head_paths = store.likely_paths_for(base.id), store.likely_paths_for(head.id)
                 for path, hf in head_facts.items():
                     if path in base_facts:
                         findings += analysis.compare(base_facts[path], hf, base_paths.get(path),
-                                                     head_paths.get(path))
-                tables = bloat_tables.to_stored(compute_tables(store, base.id, head.id))
+                                                     head_paths.get(path), thresholds)
+                tables = None if keep_tables else bloat_tables.to_stored(compute_tables(store, base.id, head.id))
                 store.record_comparison(head.id, base.id, findings, tables)
                 n += 1
     return n
@@ -151,8 +186,10 @@ def report(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str
 def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path | None = None,
         base: str | None = None, toolchains: list[str] = list(DEFAULT_TOOLCHAINS),
         targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
-        progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)):
+        progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+        mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds()):
     """The whole pipeline; returns (report, stats)."""
+    check_cpu(mcpu)                         # an unknown CPU fails before any build too
     for tc in toolchains:
         builder.toolchain_info(tc)          # unknown or missing toolchains fail before any work
     tree = open_tree(tree_spec)
@@ -162,7 +199,7 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         plan = plan_range(store, tree, range_spec)
     else:
         raise InputError("give a commit range A..B or --series FILE.mbox")
-    stats = build_all(store, plan, toolchains, targets, config, progress)
-    stats.compared = compare_all(store, plan, toolchains, targets, config)
+    stats = build_all(store, plan, toolchains, targets, config, progress, mcpu)
+    stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
     return report(store, plan, toolchains, targets), stats
 

@@ -84,6 +84,8 @@ def _likely_paths(store: Store, t: ToolchainReport) -> list[dict]:
             for m in MEASURES:
                 row[m] = {"old": measure(ch.base, m), "new": measure(ch.head, m), "delta": ch.delta(m)}
             row["mcpu"] = (ch.head or ch.base).mcpu
+            if ch.cpus_differ:          # two CPU models' estimates: shown, not compared
+                row["cycles"]["note"] = f"estimated for {ch.base.mcpu} (old) and {ch.head.mcpu} (new): not compared"
             rows.append(row)
     return rows
 

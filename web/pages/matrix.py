@@ -7,9 +7,7 @@ from html import escape
 from flask import Blueprint, jsonify, render_template
 from markupsafe import Markup
 
-from analyzer.clones import parse
-from db.models import MatrixRow
-from toolchains.registry import sort_key
+from db import matrix as _matrix
 from db.store import Store
 from web import context, params
 from web.formatting import num
@@ -18,33 +16,9 @@ from web.pages.commit import find_commit
 bp = Blueprint("matrix", __name__)
 
 
-def _differs(row: MatrixRow) -> bool:
-    vals = list(row.cells.values())
-    return any((v[0], v[2], bool(v[3])) != (vals[0][0], vals[0][2], bool(vals[0][3])) for v in vals[1:])
-
-
-def by_source_function(rows: list[MatrixRow]) -> tuple[list[MatrixRow], dict[str, dict[str, list[str]]]]:
-    """Clone symbols (``foo.constprop.0``, ``foo.cold``...) summed into their source function's row, so a
-    function gcc clones and clang does not compares as one; returns the rows and, per function and
-    toolchain, the symbols that make up its size."""
-    groups: dict[str, list[MatrixRow]] = {}
-    for r in rows:
-        groups.setdefault(parse(r.name).base, []).append(r)
-    out, symbols = [], {}
-    for base, members in groups.items():
-        if len(members) == 1 and members[0].name == base:
-            out.append(members[0])
-            continue
-        own = next((m for m in members if m.name == base), None)
-        cells = {}
-        for tc in {tc for m in members for tc in m.cells}:
-            sizes = [m.cells[tc][0] for m in members if tc in m.cells and m.cells[tc][0] is not None]
-            facts = own.cells.get(tc, (None,) * 4) if own else (None,) * 4
-            cells[tc] = (sum(sizes) if sizes else None, facts[1], facts[2], facts[3])
-            symbols.setdefault(base, {})[tc] = sorted(m.name for m in members
-                                                      if tc in m.cells and m.cells[tc][0] is not None)
-        out.append(MatrixRow(base, cells))
-    return out, symbols
+# kept under their old names: the grouping is db.matrix's (the store computes the rows with it)
+_differs = _matrix.differs
+by_source_function = _matrix.by_source_function
 
 
 def _status(declared: str | None, out_of_line: bool | None, inlined: int | None) -> str:
@@ -66,35 +40,34 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
                 limit: int = PAGE_ROWS, offset: int = 0) -> dict:
     """Rows by spread (largest minus smallest size), widest first, a page of ``limit`` rows from
     ``offset``; each cell says whether it is the row's largest or smallest, so the page only prints.
-    Cells are prepared for the rows shown only (a commit has ~600 functions, 8 toolchains each)."""
+    The rows were ranked when the commit's builds were written (db.matrix, 0013): a request reads its
+    page of them. A commit stored before that is ranked here, the same way. Cells are prepared for
+    the rows shown only (a commit has ~600 functions, 8 toolchains each)."""
     commit = find_commit(store, rev)
-    rows, symbols = by_source_function(store.toolchain_matrix(commit.sha, commit.tree, target))
-    tcs = sorted({tc for r in rows for tc in r.cells}, key=sort_key)
-    ranked = []
-    for r in rows:
-        if not show_all and not _differs(r):
-            continue
-        sizes = [v[0] for v in r.cells.values() if v[0] is not None]
-        ranked.append((-(max(sizes) - min(sizes)) if sizes else 0, r.name, r, sizes))
-    ranked.sort(key=lambda x: x[:2])
+    table = store.matrix_table(commit.sha, commit.tree, target, show_all, limit, offset)
+    if table is None:
+        whole = _matrix.rank(store.toolchain_matrix(commit.sha, commit.tree, target))
+        table = _matrix.page(whole, show_all, limit, offset)
+    tcs = table.toolchains
     out = []
-    for neg_spread, _, r, sizes in ranked[offset:offset + limit]:
+    for line in table.lines:
+        sizes = [v[0] for v in line.cells.values() if v[0] is not None]
         top, bottom = (max(sizes), min(sizes)) if sizes else (None, None)
         cells = {}
         for tc in tcs:
-            if tc not in r.cells:
+            if tc not in line.cells:
                 continue
-            size, declared, ool, inlined = r.cells[tc]
+            size, declared, ool, inlined, syms = line.cells[tc]
             mark = "" if top == bottom or size is None else "largest" if size == top else \
                 "smallest" if size == bottom else ""
-            syms = symbols.get(r.name, {}).get(tc, [r.name] if size else [])
             cells[tc] = {"size": size, "declared": declared, "out_of_line": ool, "inlined_count": inlined,
-                         "symbols": syms, "mark": mark, "status": _status(declared, ool, inlined),
-                         "clones": " ".join(x[len(r.name):] for x in syms if x != r.name)}
-        out.append({"function": r.name, "spread": -neg_spread, "cells": cells})
-    return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": len(rows),
-            "differing": len(ranked), "rows": out, "limit": limit, "offset": offset,
-            "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
+                         "symbols": list(syms), "mark": mark, "status": _status(declared, ool, inlined),
+                         "clones": " ".join(x[len(line.function):] for x in syms if x != line.function)}
+        out.append({"function": line.function, "spread": line.spread, "cells": cells})
+    # with ?all=1 every row is counted as shown (as the page always did)
+    return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": table.functions,
+            "differing": table.functions if show_all else table.differing, "rows": out, "limit": limit,
+            "offset": offset, "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
 
 
 @bp.app_template_filter("matrix_cells")
