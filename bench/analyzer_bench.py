@@ -57,15 +57,17 @@ def bench_objects(runs: int) -> None:
     for tc in ("gcc-12", "clang-19"):
         built = build_series(tc)
         obj = built[1].object_path          # patch 1: the helpers out of line
+        analyze(obj), pyelftools_walk(obj)           # one warm-up each: both sides read warm files
         t_ours, facts = timed(lambda: analyze(obj), runs)
-        t_py, dies = timed(lambda: pyelftools_walk(obj), 1)
+        t_py, dies = timed(lambda: pyelftools_walk(obj), runs)     # the same number of runs on both sides
         t_objdump = wall(["objdump", "-dr", str(obj)], runs)
         t_cli = wall([sys.executable, "-m", "cli", "inspect", "--json", str(obj)], runs)
         print(f"## {tc} mm/page_alloc.o ({obj.stat().st_size / 1e6:.2f} MB, {dies} DIEs, "
-              f"{len(facts.functions)} functions)")
-        print(row("analyze() all facts, in process", t_ours, "pyelftools DWARF walk", t_py))
+              f"{len(facts.functions)} functions); medians of {runs} runs after a warm-up")
+        print(row("analyze() all facts, in process", t_ours, "pyelftools DWARF walk, in process", t_py))
         print(row("sizewatch inspect --json (wall)", t_cli, "objdump -dr (wall)", t_objdump))
-        print(f"   target <= 0.5 s for all facts: {'met' if t_ours <= 0.5 else 'NOT met'}")
+        # the target is judged on what users run: the whole command
+        print(f"   target <= 0.5 s for all facts (sizewatch inspect, wall): {'met' if t_cli <= 0.5 else 'NOT met'}")
 
 
 def bench_vmlinux(runs: int, pfunct: bool) -> None:
