@@ -112,7 +112,9 @@ def run(args, srcs: list[tuple[str, Path]], work: Path) -> None:
                 if r.rss_growth_kb > RSS_FLOOR_KB and r.rss_growth_kb > 2 * nm_rss:
                     over_nm.append(f"{r.entry} {label}: +{r.rss_growth_kb >> 10} MB vs nm {nm_rss >> 10} MB")
             sd = results[0]
-            if nm_rows is not None and sd.status == "ok":
+            if nm_rows is not None and sd.status == "ok" and not em.comparable(sd.listing):
+                agree["not comparable: a symbol name holds a newline"] += 1
+            elif nm_rows is not None and sd.status == "ok":
                 agree["same list as nm" if sd.listing == nm_rows else "DIFFERENT from nm"] += 1
                 if sd.listing != nm_rows and agree["DIFFERENT from nm"] <= 5:
                     print(f"  differs from nm: {label}", flush=True)

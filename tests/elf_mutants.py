@@ -476,6 +476,11 @@ for line in sys.stdin:
 _zygote = None
 
 
+def comparable(listing: list) -> bool:
+    """Can this listing be checked against nm's text? Not when a symbol name holds a newline."""
+    return not any("\n" in name for _, _, name in listing)
+
+
 def nm_listing(path: Path, timeout: float = 60.0) -> tuple[int, list | None, int, float]:
     """``nm --size-sort``: (exit status, listing or None if it warned or failed, peak RSS KB, seconds).
 
@@ -497,7 +502,9 @@ def nm_listing(path: Path, timeout: float = 60.0) -> tuple[int, list | None, int
         if rc != 0 or err.read().strip():
             return rc, None, rss, seconds
         rows = []
-        for line in out.read().decode("utf-8", "surrogateescape").splitlines():
+        # nm prints a name as its bytes: split on "\n" only (str.splitlines would also cut a name at
+        # \x0b, \x0c, \x1c-\x1e or \x85); a name holding "\n" cannot be read back from nm's text at all
+        for line in out.read().decode("utf-8", "surrogateescape").split("\n"):
             parts = line.split(" ", 2)
             if len(parts) == 3 and len(parts[1]) == 1:
                 rows.append((int(parts[0], 16), parts[1], parts[2]))
