@@ -1,7 +1,9 @@
 """The members of a Unix ``ar`` archive (``built-in.a``), regular or thin, read defensively.
 
-Every header field is range-checked before use: a size must be decimal digits and fit
-in the archive (a negative one used to send the reader backwards forever), a long-name
+Every header field is range-checked before use: a size must be decimal digits (a negative
+one used to send the reader backwards forever); a member's size running past the end of the
+file is cut there and ends the archive, as binutils reads it (nm lists that member from the
+bytes there are and stops, without a word); a long-name
 offset must point into the name table, and the position always advances. A thin
 archive's members are files named by the archive; each is opened like any input file
 (:func:`analyzer.files.open_input`: never a FIFO, device, directory or symlink loop).
@@ -78,9 +80,12 @@ def members(path: Path, data: memoryview, real_size: int | None = None) -> list[
         index = name in ("/", "/SYM64/") and pos == 8
         names_table = name == "//" and not out and not longnames
         stored = not thin or index or names_table
-        if stored and body + size > n:
+        cut = stored and body + size > n
+        if cut and (index or names_table):
             raise InputError(f"{path}: truncated archive member {name!r} at {pos:#x} "
                              f"(size {size} past the end of the file)")
+        if cut:       # nm reads the member as the bytes there are, then finds no next header and stops
+            size = n - body
         nxt = body + size + (size & 1) if stored else body
         if index:                               # the symbol index comes first (as binutils reads it)
             pos = nxt

@@ -21,6 +21,8 @@ from analyzer.files import open_input
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (~4 ms of sizediff's start-up)
 if TYPE_CHECKING:   # numpy is imported where used: sizediff's symbol listing does without it
+    from collections.abc import Callable
+
     import numpy as np
 
 # Section header types and flags we need.
@@ -203,6 +205,8 @@ class SymbolTable:
         offs = self.entries["name"][idx]
         if not len(offs):
             return []
+        if not strtab_sound(self.strtab):       # binutils rejects the whole table: see null_names
+            return null_names(offs.tolist())
         nuls = self._nuls()          # ends with len(strtab): a table without a final NUL ends there
         ends = nuls[np.searchsorted(nuls, offs)]
         if self.strtab.isascii():
@@ -237,36 +241,54 @@ def read_symtab(img: ElfImage) -> SymbolTable | None:
     entries = np.frombuffer(img.data, dtype=dt, count=symsec.size // dt.itemsize, offset=symsec.offset)
     strsec = img.sections[symsec.link]
     strtab = bytes(img.section_bytes(strsec))
-    check_strtab(img, strsec, strtab)
-    if len(entries) and int(entries["name"].max()) >= max(len(strtab), 1):
+    if (strtab_sound(strtab) and len(entries)
+            and int(entries["name"].max()) >= max(len(strtab), 1)):
         raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
     shndx = entries["shndx"].astype(np.uint32)
-    # the last one, as binutils reads it (bfd_section_from_shdr puts each at the head of its list)
-    xsec = next((s for s in reversed(img.sections) if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index),
-                None)
-    if xsec is not None:
-        check_xindex(img, xsec, len(entries))
-        x = np.frombuffer(img.data, dtype=("<u4" if img.little else ">u4"), count=len(entries),
-                          offset=xsec.offset)
-        big = shndx == SHN_XINDEX
-        if big.any():
-            shndx = shndx.copy()
-            shndx[big] = x[big]
+    big = shndx == SHN_XINDEX
+    xoff = xindex_offset(img, symsec, len(entries), lambda: bool(big.any()))
+    if xoff is not None and big.any():
+        x = np.frombuffer(img.data, dtype=("<u4" if img.little else ">u4"), count=len(entries), offset=xoff)
+        shndx = shndx.copy()
+        shndx[big] = x[big]
     return SymbolTable(img, entries, shndx, strtab)
 
 
-def check_strtab(img: ElfImage, strsec: Section, strtab: bytes | memoryview) -> None:
-    """A string table must end with NUL (binutils calls anything else corrupt), so every name ends."""
-    if len(strtab) and strtab[-1] != 0:
-        raise InputError(f"{img.name}: corrupt string table {strsec.name or strsec.index} "
-                         f"(section {strsec.index} does not end with NUL)")
+def strtab_sound(strtab: bytes | memoryview) -> bool:
+    """Does the symbol string table end with NUL? binutils 2.40 (bfd_elf_get_str_section) rejects
+    one that does not as a whole, silently: see :func:`null_names`."""
+    return not len(strtab) or strtab[-1] == 0
 
 
-def check_xindex(img: ElfImage, xsec: Section, nsyms: int) -> None:
-    """SHT_SYMTAB_SHNDX holds one 4-byte section index per symbol: anything else is corrupt."""
-    if xsec.size % 4 or xsec.size // 4 < nsyms:
-        raise InputError(f"{img.name}: corrupt extended section index table {xsec.name or xsec.index} "
-                         f"({xsec.size} bytes for {nsyms} symbols, needs {4 * nsyms})")
+def null_names(offsets: list[int]) -> list[str]:
+    """Symbol names as nm shows them from a rejected string table: bfd_elf_string_from_elf_section
+    gives "" for offset 0 without looking at the table and NULL for any other, which
+    bfd_elf_sym_name turns into "(null)"."""
+    return ["(null)" if o else "" for o in offsets]
+
+
+def xindex_offset(img: ElfImage, symsec: Section, nsyms: int, needed: Callable[[], bool]) -> int | None:
+    """Where the symbols' SHT_SYMTAB_SHNDX entries are read from, as bfd_elf_get_elf_syms reads them;
+    None when there are none to read.
+
+    binutils takes the last SHT_SYMTAB_SHNDX linked to the symbol table, or else the last one
+    of all; one of size 0 counts as none. It then reads 4 bytes per symbol from the section's
+    offset whatever the section's size says (a size not a multiple of 4, or too short, is
+    read past), and fails only when that runs past the end of the file, or when a symbol
+    needs an index (SHN_XINDEX) and there is no table.
+    """
+    xsecs = [s for s in img.sections if s.type == SHT_SYMTAB_SHNDX]
+    xsec = next((s for s in reversed(xsecs) if s.link == symsec.index), xsecs[-1] if xsecs else None)
+    if xsec is None or xsec.size == 0:
+        if needed():       # asked only here: most files have no SHT_SYMTAB_SHNDX at all
+            raise InputError(f"{img.name}: corrupt symbol table (a symbol's section index is in an "
+                             f"SHT_SYMTAB_SHNDX section, and there is none)")
+        return None
+    if xsec.offset + 4 * nsyms > len(img.data):
+        raise InputError(f"{img.name}: truncated ELF file (extended section index table "
+                         f"{xsec.name or xsec.index}: {nsyms} entries at {xsec.offset:#x} past end "
+                         f"{len(img.data):#x})")
+    return xsec.offset
 
 
 # --- files and archives -------------------------------------------------------------------

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from analyzer.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF,
                           SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB, SHT_SYMTAB_SHNDX, STB_GLOBAL,
                           STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_GNU_IFUNC, STT_OBJECT,
-                          STT_SECTION, ElfImage, Section, SymbolTable, check_strtab,
-                          check_xindex)
+                          STT_SECTION, ElfImage, Section, SymbolTable, null_names,
+                          strtab_sound, xindex_offset)
 from analyzer.errors import InputError
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (~4 ms of sizediff's start-up)
@@ -79,6 +79,14 @@ def section_letters(img: ElfImage) -> list[str | None]:
             out.append(None)
         else:
             out.append(section_letter(s))
+    for s in secs:
+        # a relocation section bfd takes as one must patch a section it made: one it makes no
+        # section of (the symbol table, its SHT_SYMTAB_SHNDX or string tables, an inactive one)
+        # fails the whole file ("file format not recognized")
+        if (s.type in (SHT_RELA, SHT_REL) and s.link == symtab and symtab >= 0 and not s.flags & SHF_ALLOC
+                and 0 < s.info < n and secs[s.info].type not in (SHT_RELA, SHT_REL) and out[s.info] is None):
+            raise InputError(f"{img.name}: corrupt relocation section {s.name or s.index} "
+                             f"(it patches section {s.info}, which is not one nm reads)")
     return out
 
 
@@ -170,30 +178,31 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     if symsec.link >= len(img.sections):
         raise InputError(f"{img.name}: corrupt symbol table (string table index {symsec.link})")
     strtab = img.section_bytes(img.sections[symsec.link])
-    check_strtab(img, img.sections[symsec.link], strtab)
+    sound = strtab_sound(strtab)       # else nm shows every name as "(null)" (or "" for offset 0)
     # the null symbol (entry 0) is not a symbol to bfd
     rows: Iterable[tuple[int, int, int]] = struct.iter_unpack(
         fmt, img.data[symsec.offset + entsize:symsec.offset + symsec.size])
     if img.elfclass == 32:     # (name, size, word) -> the ELF64 order
         rows = ((n, w, z) for n, z, w in rows)
-    # the last one, as binutils reads it (bfd_section_from_shdr puts each at the head of its list)
-    xsec = next((s for s in reversed(img.sections) if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index),
-                None)
-    if xsec is not None:
-        check_xindex(img, xsec, symsec.size // entsize)
-        rows = _resolve_xindex(img, xsec, rows)
+    nsyms = symsec.size // entsize
+    xoff = xindex_offset(img, symsec, nsyms, lambda: _any_xindex(img, symsec, nsyms))
+    if xoff is not None:
+        rows = _resolve_xindex(img, xoff, nsyms, rows)
     value_of = _word_value(img, value)
     # memoized per word: a vmlinux has ~119k symbols but ~120 distinct words,
     # so the per-symbol cost is one lookup in a plain dict
     memo: dict[int, V | None] = {}
+    if not sound:                            # no name is read from the table
+        strtab = memoryview(b"\0" * 2)
     text = str(strtab, "latin-1")            # one char per byte, one copy (vmlinux: 2.4 MB)
-    if not text:                             # check_strtab: a NUL at the end, find never fails
+    if not text:                             # strtab_sound: a NUL at the end, find never fails
         text = "\0"
     find = text.find
     nstr = len(strtab)
     names: list[str] = []
     sizes: list[int] = []
     values: list[V] = []
+    offsets: list[int] = []                  # name offsets, kept only for a rejected table
     for name, word, size in rows:
         if size:
             try:
@@ -202,24 +211,42 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
                 v = memo[word] = value_of(word)
             if v is not None:
                 if name >= nstr:
-                    raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
+                    if sound:
+                        raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
+                    name = 1                         # text[1:1]: "", made "(null)" below
                 names.append(text[name:find("\0", name)])
+                if not sound:
+                    offsets.append(name)
                 sizes.append(size)
                 values.append(v)
-    if not text.isascii():
+    if not sound:
+        names = null_names(offsets)
+    elif not text.isascii():
         names = [n.encode("latin-1").decode("utf-8", "surrogateescape") for n in names]
     return names, sizes, values
 
 
-def _resolve_xindex(img: ElfImage, xsec: Section, rows: Iterable[tuple[int, int, int]]
+def _any_xindex(img: ElfImage, symsec: Section, nsyms: int) -> bool:
+    """Does any symbol (the null one too: bfd swaps it in) have st_shndx SHN_XINDEX? Two strided byte
+    slices (st_shndx's two bytes of every entry), so no per-symbol Python work."""
+    step, at = (24, 6) if img.elfclass == 64 else (16, 14)
+    start, end = symsec.offset + at, symsec.offset + nsyms * step
+    lo = img.data[start:end:step].tobytes()
+    if b"\xff" not in lo:
+        return False
+    hi = img.data[start + 1:end:step].tobytes()
+    return any(a == 0xFF and b == 0xFF for a, b in zip(lo, hi))
+
+
+def _resolve_xindex(img: ElfImage, xoff: int, nsyms: int, rows: Iterable[tuple[int, int, int]]
                     ) -> Iterator[tuple[int, int, int]]:
     """The rows with an SHN_XINDEX symbol's section index (from SHT_SYMTAB_SHNDX) in bits 32+ of its word."""
-    xindex = array("I", bytes(img.section_bytes(xsec)))
+    xindex = array("I", bytes(img.data[xoff:xoff + 4 * nsyms]))
     if img.little != (struct.pack("=I", 1)[0] == 1):
         xindex.byteswap()
     shift = 16 if img.little else 0           # where st_shndx sits in the word
     for i, (name, word, size) in enumerate(rows, 1):
-        if word >> shift & 0xFFFF == SHN_XINDEX:     # check_xindex: one entry per symbol
+        if word >> shift & 0xFFFF == SHN_XINDEX:     # xindex_offset: one entry per symbol
             word |= xindex[i] << 32
         yield name, word, size
 

@@ -2,9 +2,11 @@
 
 Each test crafts one file from a real object (a small C file built by gcc-12, or
 the example series' mm/page_alloc.o) and runs the commands as a user would:
-``sizediff GOOD BAD`` and ``sizewatch inspect BAD``. Each must exit 1 with exactly
-one line on stderr naming the file and what is wrong: no traceback, no hang (a
-timeout fails the test), no memory blow-up.
+``sizediff GOOD BAD`` and ``sizewatch inspect BAD``. Where nm refuses or warns, each must
+exit 1 with exactly one line on stderr naming the file and what is wrong: no traceback,
+no hang (a timeout fails the test), no memory blow-up. Where ``nm --size-sort`` lists the
+damaged file with exit 0 and nothing on stderr, sizediff must list the same symbols and
+print bloat-o-meter's output.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import sizediff_cmd, sizewatch_cmd
-from elf_mutants import RELA, SAMPLE_C, SHDR, SHT_RELA, SHT_SYMTAB, SYM, _of_type, _shdr_at, archive, sections
+from elf_mutants import (RELA, SAMPLE_C, SHDR, SHT_RELA, SHT_SYMTAB, SYM, _of_type, _shdr_at, archive,
+                         nm_listing, sections)
 
 LIMIT = 20      # seconds: far more than any of these needs, far less than a hang
 
@@ -54,6 +57,32 @@ def edited(good: Path, tmp_path: Path, edit) -> Path:
     return out
 
 
+def our_listing(path: Path) -> list:
+    from analyzer.elf import load_images
+    from analyzer.nm import size_sort
+    return sorted((s.size, s.letter, s.name) for img in load_images(path) for s in size_sort(img))
+
+
+def as_nm(good: Path, bad: Path, bloat_o_meter, inspect: bool = True) -> list:
+    """nm --size-sort lists ``bad`` (exit 0, nothing on stderr): our listing is nm's, sizediff
+    prints what bloat-o-meter prints, and inspect reads the file. Returns nm's listing."""
+    nm = subprocess.run(["nm", "--size-sort", str(bad)], capture_output=True, timeout=LIMIT)
+    assert nm.returncode == 0 and nm.stderr == b"", nm.stderr     # the premise: nm accepts it
+    rc, rows, _rss, _s = nm_listing(bad)
+    assert rc == 0 and rows is not None
+    assert our_listing(bad) == rows
+    p = run([*sizediff_cmd(), str(good), str(bad)])
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
+    bom = bloat_o_meter(good, bad)
+    assert bom.returncode == 0 and bom.stderr == b"", bom.stderr
+    assert p.stdout == bom.stdout
+    if inspect:     # inspect reads more than symbols (it may refuse what it cannot join): never a traceback
+        q = run([*sizewatch_cmd(), "inspect", str(bad)])
+        err = q.stderr.decode(errors="replace")
+        assert "Traceback" not in err and (q.returncode == 0 or (q.returncode == 1 and err.count("\n") == 1)), err
+    return rows
+
+
 def _symtab(data) -> tuple[int, tuple]:
     i = _of_type(bytes(data), SHT_SYMTAB)[0]
     return i, sections(bytes(data))[i]
@@ -64,34 +93,81 @@ def _shndx_victim(data) -> int:
     secs = sections(bytes(data))
     shstrndx, = struct.unpack_from("<H", data, 0x3E)
     sym, st = _symtab(data)
-    return next(i for i, s in enumerate(secs) if i and i not in (sym, st[6], shstrndx) and s[1] != 8
+    targets = {s[7] for s in secs if s[1] in (SHT_RELA, 9)}     # patched by a relocation section
+    return next(i for i, s in enumerate(secs) if i and i not in (sym, st[6], shstrndx, *targets) and s[1] != 8
                 and s[5] >= 64)
 
 
-def make_shndx(buf: bytearray, size: int) -> None:
+def make_shndx(buf: bytearray, size: int, xindex: tuple[bytes, ...] = (), offset: int | None = None) -> None:
+    """Turn a section into the symbol table's SHT_SYMTAB_SHNDX of ``size`` bytes (at ``offset``),
+    and give the symbols named in ``xindex`` st_shndx SHN_XINDEX."""
     sym, st = _symtab(buf)
     off = _shdr_at(bytes(buf), _shndx_victim(buf))
     struct.pack_into("<I", buf, off + 4, 18)              # SHT_SYMTAB_SHNDX
+    if offset is not None:
+        struct.pack_into("<Q", buf, off + 24, offset)
     struct.pack_into("<Q", buf, off + 32, size)
     struct.pack_into("<I", buf, off + 40, sym)
+    names = bytes(buf[sections(bytes(buf))[st[6]][4]:])
+    for k in range(st[5] // SYM.size):
+        at = st[4] + k * SYM.size
+        if names[struct.unpack_from("<I", buf, at)[0]:].split(b"\0", 1)[0] in xindex:
+            struct.pack_into("<H", buf, at + 6, 0xFFFF)
 
 
-@pytest.mark.parametrize("size", [6, 4], ids=["not-multiple-of-4", "shorter-than-symtab"])
-def test_symtab_shndx_size(good, tmp_path, size):
-    bad = edited(good, tmp_path, lambda b: make_shndx(b, size))
-    refused(good, bad, "corrupt extended section index table")
+XINDEXED = (b"big", b"table", b"api")
 
 
-@pytest.mark.parametrize("which", ["symbols", "section names"])
-def test_string_table_without_nul(good, tmp_path, which):
+@pytest.mark.parametrize("size", [6, 4, 0, 99, 2], ids=["not-multiple-of-4", "shorter-than-symtab", "empty",
+                                                      "one-short", "two"])
+@pytest.mark.parametrize("xindex", [(), XINDEXED], ids=["plain", "xindex-symbols"])
+def test_symtab_shndx_size(good, tmp_path, size, xindex, bloat_o_meter):
+    """binutils reads 4 bytes per symbol from the SHT_SYMTAB_SHNDX's offset whatever its size says;
+    an empty one is no table (an SHN_XINDEX symbol then makes nm fail: refused)."""
+    bad = edited(good, tmp_path, lambda b: make_shndx(b, size, xindex))
+    if size == 0 and xindex:
+        refused(good, bad, "SHT_SYMTAB_SHNDX section, and there is none")
+    else:
+        as_nm(good, bad, bloat_o_meter)
+
+
+def test_symtab_shndx_patched_by_relocations(good, tmp_path):
+    """A relocation section patching the section made SHT_SYMTAB_SHNDX: bfd makes no section of
+    it, so the relocations have no target (nm: "file format not recognized"): refused."""
     def edit(buf):
-        if which == "symbols":
-            s = sections(bytes(buf))[_symtab(buf)[1][6]]
-        else:
-            s = sections(bytes(buf))[struct.unpack_from("<H", buf, 0x3E)[0]]
-        for p in range(s[4], s[4] + s[5]):
+        make_shndx(buf, 8)
+        xsec = _of_type(bytes(buf), 18)[0]
+        rela = _of_type(bytes(buf), SHT_RELA)[0]
+        struct.pack_into("<I", buf, _shdr_at(bytes(buf), rela) + 44, xsec)
+    bad = edited(good, tmp_path, edit)
+    refused(good, bad, "corrupt relocation section", inspect=False)     # inspect reads no symbol letters
+
+
+def test_symtab_shndx_past_file(good, tmp_path):
+    """Read from its offset, the table runs past the end of the file: nm fails ("no symbols")."""
+    n = good.stat().st_size
+    bad = edited(good, tmp_path, lambda b: make_shndx(b, 4, offset=n - 8))
+    refused(good, bad, "extended section index table")
+
+
+@pytest.mark.parametrize("part", ["last", "all"])
+def test_symbol_string_table_without_nul(good, tmp_path, part, bloat_o_meter):
+    """binutils rejects the whole table, silently: nm lists every symbol as "(null)"."""
+    def edit(buf):
+        s = sections(bytes(buf))[_symtab(buf)[1][6]]
+        for p in range(s[4] if part == "all" else s[4] + s[5] - 1, s[4] + s[5]):
             if buf[p] == 0:
                 buf[p] = ord("A")
+    bad = edited(good, tmp_path, edit)
+    rows = as_nm(good, bad, bloat_o_meter)
+    assert rows and {name for _, _, name in rows} == {"(null)"}
+
+
+def test_section_name_table_without_nul(good, tmp_path):
+    """nm: "file format not recognized" (exit 1): refused."""
+    def edit(buf):
+        s = sections(bytes(buf))[struct.unpack_from("<H", buf, 0x3E)[0]]
+        buf[s[4] + s[5] - 1] = ord("A")
     bad = edited(good, tmp_path, edit)
     refused(good, bad, "does not end with NUL")
 
@@ -177,7 +253,6 @@ def _ar(tmp_path: Path, body: bytes, thin: bool = False, members=("a.o",)) -> Pa
 
 
 @pytest.mark.parametrize("size,reason", [("-60", "is negative"), ("-1", "is negative"),
-                                         ("99999999", "past the end of the file"),
                                          ("0x10", "not a decimal number")])
 def test_archive_member_size(good, tmp_path, size, reason):
     ar = bytearray(_ar(tmp_path, good.read_bytes(), members=("a.o", "b.o")).read_bytes())
@@ -186,6 +261,41 @@ def test_archive_member_size(good, tmp_path, size, reason):
     bad = tmp_path / "bad.a"
     bad.write_bytes(bytes(ar))
     refused(good, bad, reason)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("size", ["99999999", "rest+1"])
+def test_archive_member_size_past_file(good, tmp_path, which, size, bloat_o_meter):
+    """A member whose size runs past the end of the file: nm lists the members before it and
+    that member from the bytes there are, then stops (exit 0, nothing on stderr)."""
+    ar = bytearray(_ar(tmp_path, good.read_bytes(), members=("a.o", "b.o", "c.o")).read_bytes())
+    h = ar.index(f"/{5 * which} ".encode())
+    v = size if size != "rest+1" else str(len(ar) - h - 60 + 1)
+    ar[h + 48:h + 58] = f"{v:<10}".encode()
+    bad = tmp_path / "bad.a"
+    bad.write_bytes(bytes(ar))
+    rows = as_nm(good, bad, bloat_o_meter, inspect=False)      # inspect takes no archives
+    assert len(rows) == (which + 1) * len(our_listing(good))
+
+
+def test_archive_member_size_misaligned(good, tmp_path):
+    """One byte too long, inside the file: the next header is not where it says (nm: "malformed
+    archive", exit 1): refused."""
+    ar = bytearray(_ar(tmp_path, good.read_bytes(), members=("a.o", "b.o")).read_bytes())
+    h = ar.index(b"/0 ")
+    ar[h + 48:h + 58] = f"{good.stat().st_size + 1:<10}".encode()
+    bad = tmp_path / "bad.a"
+    bad.write_bytes(bytes(ar))
+    refused(good, bad, "broken archive member header")
+
+
+def test_archive_name_table_past_file(good, tmp_path):
+    """The long name table's size runs past the end (nm: "file format not recognized"): refused."""
+    ar = bytearray(_ar(tmp_path, good.read_bytes()).read_bytes())
+    ar[8 + 48:8 + 58] = b"99999999  "
+    bad = tmp_path / "bad.a"
+    bad.write_bytes(bytes(ar))
+    refused(good, bad, "past the end of the file")
 
 
 def test_archive_long_name_past_table(good, tmp_path):
@@ -243,15 +353,22 @@ def test_special_files(good, tmp_path, kind):
 
 
 @pytest.mark.kernel
-def test_page_alloc_damage(example_series, tmp_path):
-    """The same checks on the real allocator object: a symbol string table without its last NUL,
-    and a short SHT_SYMTAB_SHNDX."""
+def test_page_alloc_damage(example_series, tmp_path, bloat_o_meter):
+    """The same on the real allocator object: a symbol string table without its last NUL,
+    SHT_SYMTAB_SHNDX tables of bad sizes, and archives with a member running past the end."""
     good = example_series("gcc-12")[2].object_path
     bad = edited(good, tmp_path, lambda b: b.__setitem__(
         sections(bytes(b))[_symtab(b)[1][6]][4] + sections(bytes(b))[_symtab(b)[1][6]][5] - 1, 0x41))
-    refused(good, bad, "does not end with NUL", inspect=False)
-    bad = edited(good, tmp_path, lambda b: make_shndx(b, 8))
-    refused(good, bad, "corrupt extended section index table", inspect=False)
+    as_nm(good, bad, bloat_o_meter, inspect=False)
+    for size in (8, 6, 4 * (_symtab(good.read_bytes())[1][5] // SYM.size) - 1):
+        bad = edited(good, tmp_path, lambda b: make_shndx(b, size, (b"free_pages", b"__free_pages_ok")))
+        as_nm(good, bad, bloat_o_meter, inspect=False)
+    ar = bytearray(archive([("a.o", good.read_bytes()), ("b.o", good.read_bytes())]))
+    h = ar.index(b"/5 ")
+    ar[h + 48:h + 58] = b"99999999  "
+    bad = tmp_path / "bad.a"
+    bad.write_bytes(bytes(ar))
+    as_nm(good, bad, bloat_o_meter, inspect=False)
 
 
 def test_side_files_of_inspect(good, tmp_path):
