@@ -192,17 +192,16 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
     # memoized per word: a vmlinux has ~119k symbols but ~120 distinct words,
     # so the per-symbol cost is one lookup in a plain dict
     memo: dict[int, V | None] = {}
-    if not sound:                            # no name is read from the table
-        strtab = memoryview(b"\0" * 2)
     text = str(strtab, "latin-1")            # one char per byte, one copy (vmlinux: 2.4 MB)
     if not text:                             # strtab_sound: a NUL at the end, find never fails
         text = "\0"
-    find = text.find
     nstr = len(strtab)
+    if not sound:       # no name is read from it: offset 0 gives "", any other (made 1 below) "(null)"
+        text, nstr = "\0" + null_names([1])[0] + "\0", 1
+    find = text.find
     names: list[str] = []
     sizes: list[int] = []
     values: list[V] = []
-    offsets: list[int] = []                  # name offsets, kept only for a rejected table
     for name, word, size in rows:
         if size:
             try:
@@ -213,15 +212,11 @@ def columns(img: ElfImage, value: Callable[[str, int], V | None]
                 if name >= nstr:
                     if sound:
                         raise InputError(f"{img.name}: corrupt symbol table (name offset past string table)")
-                    name = 1                         # text[1:1]: "", made "(null)" below
+                    name = 1                         # "(null)"
                 names.append(text[name:find("\0", name)])
-                if not sound:
-                    offsets.append(name)
                 sizes.append(size)
                 values.append(v)
-    if not sound:
-        names = null_names(offsets)
-    elif not text.isascii():
+    if not text.isascii():
         names = [n.encode("latin-1").decode("utf-8", "surrogateescape") for n in names]
     return names, sizes, values
 
