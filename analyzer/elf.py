@@ -6,7 +6,9 @@ go, which is what makes ``sizediff`` faster than ``nm | bloat-o-meter``.
 Archives (``built-in.a``, including thin ones) yield one image per member
 (:mod:`analyzer.archive`). Files come from strangers: every offset, size and
 count is checked against the file (and against what a sparse file really
-stores) before anything is built per entry; a bad one is an ``InputError``.
+stores) before anything is built per entry; a bad one is an ``InputError``,
+except for damage ``nm`` reads without a word, which is read the way binutils
+reads it (:func:`strtab_sound`, :func:`xindex_offset`).
 """
 from __future__ import annotations
 
@@ -171,7 +173,7 @@ def parse_elf(data: memoryview | bytes, name: str, real_size: int | None = None)
     raw = struct.iter_unpack(sh_fmt, data[e_shoff:e_shoff + table])
     strs = struct.unpack_from(sh_fmt, data, e_shoff + e_shstrndx * sh_size)
     shstr = b"" if strs[1] == SHT_NOBITS else bytes(data[strs[4]:strs[4] + strs[5]])
-    if shstr and shstr[-1] != 0:      # binutils: "string table is corrupt"
+    if shstr and shstr[-1] != 0:      # nm 2.40: "file format not recognized" (a symbol table's: see strtab_sound)
         raise InputError(f"{name}: corrupt section name table (section {e_shstrndx} does not end with NUL)")
     names: dict[int, str] = {}      # one str per distinct name offset
     sections = img.sections
