@@ -13,9 +13,8 @@ from analyzer.inline_cost import InlineCost
 TOP_CALLERS = 3
 
 
-@dataclass
-class CallerDelta:
-    symbol: str
+class _Delta:
+    """Bytes before (``old``) and after (``new``): the change, and the dict with it."""
     old: int
     new: int
 
@@ -28,7 +27,14 @@ class CallerDelta:
 
 
 @dataclass
-class CalleeDelta:
+class CallerDelta(_Delta):
+    symbol: str
+    old: int
+    new: int
+
+
+@dataclass
+class CalleeDelta(_Delta):
     name: str
     decl_file: str | None
     instances_old: int
@@ -39,31 +45,17 @@ class CalleeDelta:
     including_old: int = 0              # with nested inlines' bytes (see analyzer.inline_cost)
     including_new: int = 0
 
-    @property
-    def delta(self) -> int:
-        return self.new - self.old
-
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["delta"] = self.delta
-        d["callers"] = [c.to_dict() for c in self.callers]
-        return d
+        return {**super().to_dict(), "callers": [c.to_dict() for c in self.callers]}
 
 
 @dataclass
-class FileDelta:
+class FileDelta(_Delta):
     file: str
     instances_old: int
     instances_new: int
     old: int
     new: int
-
-    @property
-    def delta(self) -> int:
-        return self.new - self.old
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "delta": self.delta}
 
 
 @dataclass
