@@ -305,3 +305,19 @@ def load_images(path: str | os.PathLike) -> list[ElfImage]:
     if len(got.data) == 0:
         raise InputError(f"{path}: empty file, not an ELF file")
     return [parse_elf(got.data, str(path), got.real_size)]
+
+
+def function_symbols(img: ElfImage, table: SymbolTable) -> np.ndarray:
+    """Indices of function symbols with code (STT_FUNC, size > 0, in an executable section): the
+    callers of inline facts and of inline cost alike."""
+    import numpy as np
+    e = table.entries
+    st = e["info"] & 0xF
+    nsec = len(img.sections)
+    exec_secs = np.zeros(max(nsec, 1), dtype=bool)
+    for s in img.sections:
+        exec_secs[s.index] = bool(s.flags & SHF_EXECINSTR)
+    sh = table.shndx
+    ok = (st == 2) & (e["size"] > 0) & (sh > 0) & (sh < nsec)
+    ok[ok] &= exec_secs[sh[ok]]
+    return np.flatnonzero(ok)

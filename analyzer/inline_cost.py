@@ -27,10 +27,8 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
-from analyzer.elf import SHF_EXECINSTR, load_images, read_symtab
+from analyzer.elf import function_symbols, load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.relocs import symbol_addresses
 
@@ -181,15 +179,7 @@ class _Symbols:
 
     def __init__(self, img, table):
         e = table.entries
-        st = e["info"] & 0xF
-        nsec = len(img.sections)
-        exec_secs = np.zeros(max(nsec, 1), dtype=bool)
-        for s in img.sections:
-            exec_secs[s.index] = bool(s.flags & SHF_EXECINSTR)
-        sh = table.shndx
-        ok = (st == 2) & (e["size"] > 0) & (sh > 0) & (sh < nsec)
-        ok[ok] &= exec_secs[sh[ok]]
-        idx = np.flatnonzero(ok)
+        idx = function_symbols(img, table)
         addrs = symbol_addresses(img, table)[idx].tolist()
         sizes = e["size"][idx].tolist()
         names = table.names(idx)

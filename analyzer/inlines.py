@@ -16,7 +16,7 @@ from analyzer.align import Placement, placement
 from analyzer.calls import CallGraph, address_references, call_graph
 from analyzer.clones import parse as parse_clone
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
-from analyzer.elf import SHF_EXECINSTR, STB_GLOBAL, STB_LOCAL, STB_WEAK, load_images, read_symtab
+from analyzer.elf import STB_GLOBAL, STB_LOCAL, STB_WEAK, function_symbols, load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.relocs import symbol_addresses
 from analyzer.remarks import MISSED, Remark, read_remarks, reasons_for
@@ -131,18 +131,6 @@ class ObjectFacts:
                    [Remark.from_dict(r) for r in d.get("remarks", [])], d.get("notes", []))
 
 
-def _function_symbols(img, table):
-    """Indices of function symbols with code (STT_FUNC, size > 0, in an executable section)."""
-    e = table.entries
-    st = e["info"] & 0xF
-    nsec = len(img.sections)
-    exec_secs = np.zeros(max(nsec, 1), dtype=bool)
-    for s in img.sections:
-        exec_secs[s.index] = bool(s.flags & SHF_EXECINSTR)
-    sh = table.shndx
-    ok = (st == 2) & (e["size"] > 0) & (sh > 0) & (sh < nsec)
-    ok[ok] &= exec_secs[sh[ok]]
-    return np.flatnonzero(ok)
 
 
 def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tuple | list = (),
@@ -161,7 +149,7 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
     facts = ObjectFacts(str(path), img.machine_name, not img.relocatable)
     names = table.all_names()
     symaddr = symbol_addresses(img, table)
-    fsyms = _function_symbols(img, table)
+    fsyms = function_symbols(img, table)
 
     dw: DwarfFacts | None = None
     if has_dwarf(img):

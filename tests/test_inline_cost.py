@@ -28,11 +28,12 @@ STOCK, PATCH1, PATCH2 = 0, 1, 2
 
 
 # --- the oracle ------------------------------------------------------------------------------
-def _name(die) -> str | None:
+def _origin_with(die, attr: str):
+    """The DIE itself or the first along its abstract_origin/specification chain that holds ``attr``."""
     seen = 0
     while die is not None and seen < 16:
-        if "DW_AT_name" in die.attributes:
-            return die.attributes["DW_AT_name"].value.decode()
+        if attr in die.attributes:
+            return die
         for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
             if key in die.attributes:
                 die = die.get_DIE_from_attribute(key)
@@ -41,25 +42,22 @@ def _name(die) -> str | None:
             return None
         seen += 1
     return None
+
+
+def _name(die) -> str | None:
+    die = _origin_with(die, "DW_AT_name")
+    return die.attributes["DW_AT_name"].value.decode() if die is not None else None
 
 
 def _decl_file(di, die) -> str | None:
-    seen = 0
-    while die is not None and seen < 16:
-        if "DW_AT_decl_file" in die.attributes:
-            lp = di.line_program_for_CU(die.cu)
-            idx = die.attributes["DW_AT_decl_file"].value
-            entries = lp.header.file_entry
-            fe = entries[idx - 1] if lp.header.version < 5 else entries[idx]
-            return posixpath.basename(fe.name.decode())
-        for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
-            if key in die.attributes:
-                die = die.get_DIE_from_attribute(key)
-                break
-        else:
-            return None
-        seen += 1
-    return None
+    die = _origin_with(die, "DW_AT_decl_file")
+    if die is None:
+        return None
+    lp = di.line_program_for_CU(die.cu)
+    idx = die.attributes["DW_AT_decl_file"].value
+    entries = lp.header.file_entry
+    fe = entries[idx - 1] if lp.header.version < 5 else entries[idx]
+    return posixpath.basename(fe.name.decode())
 
 
 def _addresses(di, die) -> set[int]:
