@@ -21,7 +21,7 @@ import pytest
 
 import botlist
 from botlist import LIST, bot_config
-from test_bot import ok, parse, run_bot
+from test_bot import ok, parse, run_bot, store_rows
 
 pytestmark = pytest.mark.kernel
 
@@ -79,14 +79,6 @@ class Inbox:
                               capture_output=True, text=True).stdout.split()
 
 
-def _rows(db: Path, sql: str) -> list[tuple]:
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
 def test_inbox_polled_by_commit_across_epochs_and_a_forced_update(example_store, tmp_path):
     db = tmp_path / "store.db"
     src, dst = sqlite3.connect(example_store[0]), sqlite3.connect(db)
@@ -106,7 +98,7 @@ def test_inbox_polled_by_commit_across_epochs_and_a_forced_update(example_store,
     assert [p.name for p in inbox.epochs()] == ["0.git"] and len(inbox.commits(0)) == 4
     first = ok(run_bot(*args, db=db))
     assert "read 4 new messages" in first.stderr
-    keys = dict(_rows(db, "SELECT message_id, source_key FROM bot_messages"))
+    keys = dict(store_rows(db, "SELECT message_id, source_key FROM bot_messages"))
     mirror_commits = inbox.commits(0, inbox.mirror)
     assert sorted(keys.values()) == sorted(f"0:{c}" for c in mirror_commits)     # one message per commit
     mails = [m["In-Reply-To"] for m in mailbox.mbox(str(out))]
@@ -124,9 +116,9 @@ def test_inbox_polled_by_commit_across_epochs_and_a_forced_update(example_store,
     assert len(inbox.commits(1)) == 4 and len(inbox.commits(0)) == 4
     third = ok(run_bot(*args, db=db))
     assert "read 4 new messages" in third.stderr and "superseded" in third.stderr, third.stderr
-    epoch1 = {k for (k,) in _rows(db, "SELECT source_key FROM bot_messages") if k.startswith("1:")}
+    epoch1 = {k for (k,) in store_rows(db, "SELECT source_key FROM bot_messages") if k.startswith("1:")}
     assert epoch1 == {f"1:{c}" for c in inbox.commits(1, inbox.mirror)}
-    states = dict(_rows(db, "SELECT key, state FROM bot_series"))
+    states = dict(store_rows(db, "SELECT key, state FROM bot_series"))
     assert states[f"{botlist.COVER_ID}|v1"] == "superseded" and states[f"{botlist.V2_COVER_ID}|v2"] == "tested"
     sent_before = len(mailbox.mbox(str(out)))
 
@@ -141,12 +133,12 @@ def test_inbox_polled_by_commit_across_epochs_and_a_forced_update(example_store,
     assert new0 != old0 and old0[-1] not in new0                # a forced update, not a fast-forward
     fourth = ok(run_bot(*args, db=db))
     assert "Traceback" not in fourth.stderr
-    assert _rows(db, "SELECT count(*) FROM bot_messages WHERE message_id = '<late-1@example.org>'") == [(1,)]
+    assert store_rows(db, "SELECT count(*) FROM bot_messages WHERE message_id = '<late-1@example.org>'") == [(1,)]
     box = list(mailbox.mbox(str(out)))
     assert len(box) == sent_before + 1 and box[-1]["In-Reply-To"] == "<late-1@example.org>"
     # the known messages still there point at their rewritten commits (the purged one keeps its old
     # commit): the next poll walks nothing
-    keys0 = {k for (k,) in _rows(db, "SELECT source_key FROM bot_messages WHERE message_id != '<tidy-v1@example.org>'")
+    keys0 = {k for (k,) in store_rows(db, "SELECT source_key FROM bot_messages WHERE message_id != '<tidy-v1@example.org>'")
              if k.startswith("0:")}
     assert len(keys0) == 3 and keys0 <= {f"0:{c}" for c in new0}
     fifth = ok(run_bot(*args, db=db))

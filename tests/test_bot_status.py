@@ -6,20 +6,10 @@ No builds: every series here fails ``git am`` or never completes.
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 
 import botlist
 from botlist import SmtpServer, bot_config, deliver
-from test_bot import ok, parse, run_bot
-
-
-def _rows(db: Path, sql: str) -> list[tuple]:
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
+from test_bot import ok, parse, run_bot, store_rows
 
 
 def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
@@ -38,11 +28,11 @@ def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
 
     st = json.loads(ok(run_bot("--status", "--json", "--config", cfg, db=db)).stdout)
     # messages: the store's count by kind
-    kinds = dict(_rows(db, "SELECT kind, count(*) FROM bot_messages GROUP BY kind"))
+    kinds = dict(store_rows(db, "SELECT kind, count(*) FROM bot_messages GROUP BY kind"))
     assert st["messages"] == sum(kinds.values()) == 5 and st["messages_by_kind"] == kinds
     assert len(st["sources"]) == 1 and st["sources"][0]["total"] == 5
     # series: each with the store's state; the counts list every state the issue names
-    states = dict(_rows(db, "SELECT key, state FROM bot_series"))
+    states = dict(store_rows(db, "SELECT key, state FROM bot_series"))
     assert {s["key"]: s["state"] for s in st["series"]} == states
     assert sorted(states.values()) == ["not_applied"] * 3 + ["superseded", "waiting"]
     for name in ("waiting", "incomplete", "superseded", "tested", "not_applied", "quarantined"):
@@ -50,7 +40,7 @@ def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
     v1 = next(s for s in st["series"] if s["key"].startswith("<tidy-v1@"))
     assert v1["superseded_by"].startswith("<tidy-v2@") and v1["label"] == "superseded"
     # mails: decided/held/sent as stored; a sent mail's text is what the SMTP server received
-    mstates = dict(_rows(db, "SELECT message_id, state FROM bot_mails"))
+    mstates = dict(store_rows(db, "SELECT message_id, state FROM bot_mails"))
     assert {m["message_id"]: m["state"] for m in st["mails"]} == mstates
     assert sorted(mstates.values()) == ["held", "sent", "sent"]
     assert st["mail_counts"]["sent"] == 2 and st["mail_counts"]["held"] == 1
@@ -79,7 +69,7 @@ def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
     client = create_app(WebSettings(db, bot_config=cfg, jobs_dir=tmp_path / "jobs")).test_client()
     api = client.get("/api/bot")
     assert api.status_code == 200
-    ids = dict(_rows(db, "SELECT key, series_id FROM bot_series WHERE series_id IS NOT NULL"))
+    ids = dict(store_rows(db, "SELECT key, series_id FROM bot_series WHERE series_id IS NOT NULL"))
     assert len(ids) == 3
     assert api.get_json() == {**st, "links": {"json": "/api/bot", "series": {k: f"/series/{i}" for k, i in ids.items()}}}
     page = client.get("/bot")
