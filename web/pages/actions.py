@@ -63,6 +63,11 @@ def start_rerun(rev: str) -> tuple[Job, bool]:
     return context.jobs().start(commit.sha, argv)
 
 
+def _started(job: Job, started: bool):
+    """An action's JSON answer: 202 for a job just started, 200 for the one already running."""
+    return jsonify({"job": job.to_dict(), "started": started, "url": f"/api/jobs/{job.id}"}), 202 if started else 200
+
+
 @bp.post("/commit/<rev>/rerun")
 def rerun_form(rev: str):
     job, _ = start_rerun(rev)
@@ -72,7 +77,7 @@ def rerun_form(rev: str):
 @bp.post("/api/commit/<rev>/rerun")
 def rerun_api(rev: str):
     job, started = start_rerun(rev)
-    return jsonify({"job": job.to_dict(), "started": started, "url": f"/api/jobs/{job.id}"}), 202 if started else 200
+    return _started(job, started)
 
 
 _CONDITIONS = ("grew_by", "outlined", "inlined", "crossed_line")
@@ -124,7 +129,7 @@ def bisect_form(name: str):
 @bp.post("/api/function/<name>/bisect")
 def bisect_api(name: str):
     job, started = start_bisect(name)
-    return jsonify({"job": job.to_dict(), "started": started, "url": f"/api/jobs/{job.id}"}), 202 if started else 200
+    return _started(job, started)
 
 
 def _job(jid: int) -> Job:
