@@ -1,0 +1,203 @@
+"""Hot functions at link addresses (analyzer.link_layout) against ``nm -n -S`` of the same file.
+
+Oracle: binutils' nm on the linked image: every address, size and the order of the sized symbols
+in the executable sections, each hot function's neighbours and the padding between them. Inputs:
+two tiny executables built here (gcc -ffunction-sections, function A grown by a known number of
+bytes so that B behind it moves), the tests' tinyconfig vmlinux pair (the example series' base and
+patch 1, built once and cached: tests/kernel_images.py) and the Debian dbg vmlinux (slow).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analyzer.errors import InputError
+from analyzer.hotpaths import HotPaths
+from analyzer.link_layout import compare, file_layout, layout, text_map, text_map_from_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SYNTH = r"""
+void fn_a(void) { __asm__ volatile(".skip %c0, 0x90" :: "i"(GROW)); }
+void fn_b(void) { __asm__ volatile("nop; nop; nop"); }
+void fn_c(void) { __asm__ volatile("nop"); }
+void _start(void) { fn_a(); fn_b(); fn_c(); for (;;) ; }
+"""
+
+
+def build_exe(tmp: Path, grow: int, name: str, align: int = 16) -> Path:
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc missing: scripts/install.sh installs it")
+    src = tmp / "synth.c"
+    src.write_text(SYNTH)
+    exe = tmp / name
+    subprocess.run(["gcc", "-O1", "-nostdlib", "-static", "-no-pie", "-ffunction-sections",
+                    f"-falign-functions={align}", f"-DGROW={grow}", "-Wl,--section-start=.text=0x401000",
+                    "-o", str(exe), str(src)], check=True)
+    return exe
+
+
+def nm_text(path: Path) -> dict[str, list[tuple[str, int, int]]]:
+    """``nm -n -S`` of the sized symbols in each executable section, by section (readelf -S ranges)."""
+    secs = []
+    for line in subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        line = line.replace("[ ", "[")
+        parts = line.split()
+        if len(parts) > 7 and parts[0].startswith("[") and parts[0] != "[Nr]" and "AX" in parts[7:]:
+            secs.append((parts[1], int(parts[3], 16), int(parts[5], 16)))
+    out: dict[str, list] = {s[0]: [] for s in secs}
+    for line in subprocess.run(["nm", "-n", "-S", str(path)], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) != 4 or parts[2] in "aAUN":
+            continue
+        addr, size, name = int(parts[0], 16), int(parts[1], 16), parts[3]
+        if size == 0:
+            continue
+        for sname, start, ssize in secs:
+            if start <= addr < start + ssize:
+                out[sname].append((name, addr, size))
+                break
+    return {k: v for k, v in out.items() if v}
+
+
+def check_against_nm(path: Path, hot: HotPaths) -> None:
+    """The whole text map and every hot function's placement against nm -n -S."""
+    want = nm_text(path)
+    tm = text_map(path)
+    got = {name: list(zip(m.names, m.addrs, m.sizes)) for name, m in tm.sections.items() if len(m)}
+    assert got == want
+    lay = layout(tm, hot)
+    assert lay.functions
+    for f in lay.functions:
+        rows = want[f.section]
+        i = rows.index((f.name, f.address, f.size)) if f.ordinal == 0 else \
+            [k for k, r in enumerate(rows) if r[0] == f.name][f.ordinal]
+        assert rows[i] == (f.name, f.address, f.size)
+        prev = next((r for r in reversed(rows[:i]) if r[1] != f.address), None)
+        nxt = next((r for r in rows[i + 1:] if r[1] != f.address), None)
+        assert (f.prev.name, f.prev.address, f.prev.size) == prev if prev else f.prev is None
+        assert (f.next.name, f.next.address, f.next.size) == nxt if nxt else f.next is None
+        if prev:
+            assert f.pad_before == f.address - prev[1] - prev[2]
+        if nxt:
+            assert f.pad_after == nxt[1] - f.address - f.size
+        assert f.phase == f.address % 64
+        assert f.lines == (f.address + f.size - 1) // 64 - f.address // 64 + 1
+        assert f.blocks == (f.address + f.size - 1) // 16 - f.address // 16 + 1
+
+
+def nm_addr(path: Path, name: str) -> tuple[int, int]:
+    for sec in nm_text(path).values():
+        for n, a, s in sec:
+            if n == name:
+                return a, s
+    raise AssertionError(name)
+
+
+def test_synthetic_growth_moves_the_function_behind(tmp_path):
+    """fn_a grows by 40 bytes: fn_b behind it moves by what nm says, and the cause names fn_a."""
+    base, head = build_exe(tmp_path, 4, "base"), build_exe(tmp_path, 44, "head")
+    hot = HotPaths(("fn_b", "fn_c"))
+    check_against_nm(base, hot)
+    check_against_nm(head, hot)
+    (ab, sb), (ah, sh) = nm_addr(base, "fn_b"), nm_addr(head, "fn_b")
+    assert ah != ab, "the growth must cross a 16-byte boundary for this test to mean anything"
+    _, tb = file_layout(base, hot)
+    _, th = file_layout(head, hot)
+    moves = {m.name: m for m in compare(tb, th, hot)}
+    b = moves["fn_b"]
+    assert b.shift == ah - ab and b.size_delta == sh - sb == 0
+    assert [c.name for c in b.causes] == ["fn_a"] and b.causes[0].change == "grew"
+    assert b.causes[0].size_delta == nm_addr(head, "fn_a")[1] - nm_addr(base, "fn_a")[1] == 40
+    assert b.causes[0].footprint_delta == b.shift
+    assert b.by_functions == 40 and b.by_functions + b.by_padding == b.shift and b.unexplained == 0
+    assert b.why == f"moved by fn_a {b.shift:+d}"
+    assert moves["fn_c"].shift == b.shift and moves["fn_c"].causes == b.causes
+
+
+def test_synthetic_growth_inside_the_padding_moves_nothing(tmp_path):
+    """fn_a grows 1 byte into its own padding: fn_b stays, no cause (the seed's 'no change in size vmlinux')."""
+    base, head = build_exe(tmp_path, 4, "base"), build_exe(tmp_path, 5, "head")
+    hot = HotPaths(("fn_a", "fn_b"))
+    _, tb = file_layout(base, hot)
+    _, th = file_layout(head, hot)
+    moves = {m.name: m for m in compare(tb, th, hot)}
+    assert moves["fn_b"].shift == 0 and moves["fn_b"].causes == [] and moves["fn_b"].why == ""
+    a = moves["fn_a"]
+    assert a.size_delta == 1 and a.shift == 0 and a.why == "own growth +1"
+    assert a.head.pad_after == a.base.pad_after - 1
+
+
+def test_store_rows_give_the_same_map(tmp_path):
+    """The map rebuilt from (name, section, address, size) rows, as the store keeps them, is the file's."""
+    exe = build_exe(tmp_path, 4, "base")
+    tm = text_map(exe)
+    rows = [(n, s, a, z) for s, m in tm.sections.items() for n, a, z in zip(m.names, m.addrs, m.sizes)]
+    again = text_map_from_rows(reversed(rows), {s: m.start for s, m in tm.sections.items()})
+    assert {s: (m.start, m.names, m.addrs, m.sizes) for s, m in again.sections.items()} == \
+        {s: (m.start, m.names, m.addrs, m.sizes) for s, m in tm.sections.items()}
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path, compile_c):
+    obj = compile_c("gcc-12", ROOT / "tests" / "fixtures" / "inline_cases.c", name="rel.o")
+    with pytest.raises(InputError, match="not a linked image"):
+        text_map(obj)
+    exe = build_exe(tmp_path, 4, "base")
+    stripped = tmp_path / "stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(exe)], check=True)
+    with pytest.raises(InputError, match="no symbols"):
+        text_map(stripped)
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\x7fELF" + b"\0" * 8)
+    with pytest.raises(InputError):
+        text_map(junk)
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_tinyconfig_vmlinux_pair_against_nm():
+    """The example series' base and patch 1 linked (tinyconfig, gcc-12): every hot function's address,
+    size, neighbours and padding as nm -n -S says, and every shift accounted for byte by byte."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from kernel_images import tiny_vmlinux
+    base, head = tiny_vmlinux().vmlinux
+    hot = HotPaths()
+    check_against_nm(base, hot)
+    check_against_nm(head, hot)
+    _, tb = file_layout(base, hot)
+    _, th = file_layout(head, hot)
+    moves = compare(tb, th, hot)
+    both = [m for m in moves if m.base and m.head]
+    assert both
+    for m in both:
+        assert m.shift == nm_addr(head, m.name)[0] - nm_addr(base, m.name)[0] if m.ordinal == 0 else True
+        assert m.unexplained == 0
+        assert sum(c.footprint_delta for c in m.causes) + m.by_section == m.shift
+    # the seed's patch grows the fast path's callers: __alloc_pages, behind get_page_from_freelist, moves
+    gp = next(m for m in moves if m.name == "get_page_from_freelist")
+    assert gp.size_delta == nm_addr(head, gp.name)[1] - nm_addr(base, gp.name)[1] != 0
+    ap = next(m for m in moves if m.name == "__alloc_pages")
+    assert ap.shift and "get_page_from_freelist" in [c.name for c in ap.causes]
+
+
+@pytest.mark.slow
+def test_debian_dbg_vmlinux_against_nm():
+    """A real distribution kernel (590 MB with DWARF): the whole text map equals nm -n -S."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from dbg_vmlinux import Unavailable, vmlinux
+    try:
+        path = vmlinux("linux-image-6.1.0-56-cloud-amd64-dbg")
+    except Unavailable as e:
+        pytest.fail(str(e))
+    check_against_nm(path, HotPaths())
+    lay, tm = file_layout(path)
+    names = {f.name for f in lay.functions}
+    assert {"get_page_from_freelist", "rmqueue_bulk"} <= names
+    moves = compare(tm, tm)
+    assert all(m.shift == 0 and not m.causes for m in moves)
