@@ -2,7 +2,8 @@
 
 Kinds (``analyzer.kinds``): always_inline_copy, inline_not_inlined, hot_not_inlined (one
 object, ``Scope.OBJECT``); newly_inlined, newly_out_of_line, pushed_out_of_line,
-boundary_crossing (base vs head, ``Scope.CHANGE``). Messages name no compiler, so the same finding reads the same for
+boundary_crossing (base vs head, ``Scope.CHANGE``); link_cache_lines, link_phase (a linked
+image's base vs head, from ``analyzer.link_layout`` moves: :func:`link_compare`). Messages name no compiler, so the same finding reads the same for
 every toolchain; the details dict carries the numbers and the compiler's reason.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from analyzer.align import crossed, placement
 from analyzer.hotpaths import HotPaths
 from analyzer.inlines import FunctionFacts, ObjectFacts
 from analyzer.kinds import Kind, severity_of
+from analyzer.link_layout import Move
 
 
 @dataclass
@@ -150,4 +152,30 @@ def compare(base: ObjectFacts, head: ObjectFacts, hot: HotPaths | None = None) -
                            f"{ph.align}-byte boundary, {ph.line_headroom} to the next cache line",
                            details={"base": pb.to_dict(), "head": ph.to_dict(), "crossed": which,
                                     "delta": h.size - b.size, "placed": base.placed and head.placed}))
+    return out
+
+
+def _at(p) -> str:
+    return f"{p.address:#x}"
+
+
+def link_compare(moves: list[Move], causes: int = 12) -> list[Finding]:
+    """Hot functions of a linked image that span more 64-byte lines, or whose entry sits at another
+    64-byte phase, than in the base image; each says why (own growth, or moved by what grew before it)."""
+    out: list[Finding] = []
+    for mv in moves:
+        b, h = mv.base, mv.head
+        if b is None or h is None:
+            continue
+        why = mv.why
+        details = mv.trimmed(causes).to_dict()
+        if h.lines > b.lines:
+            out.append(Finding(Kind.LINK_CACHE_LINES.value, mv.name,
+                               f"hot {mv.name} now spans {h.lines} 64-byte lines at {_at(h)} "
+                               f"(was {b.lines} at {_at(b)}; {b.size} -> {h.size} bytes, phase {b.phase} -> "
+                               f"{h.phase}): {why}", details=details))
+        if b.phase != h.phase:
+            out.append(Finding(Kind.LINK_PHASE.value, mv.name,
+                               f"hot {mv.name} entry moved from phase {b.phase} to {h.phase} of its 64-byte line "
+                               f"({_at(b)} -> {_at(h)}, {mv.shift:+d} bytes): {why}", details=details))
     return out

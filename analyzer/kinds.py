@@ -44,6 +44,9 @@ class Kind(str, Enum):
     HOT_NOT_INLINED = ("hot_not_inlined", "warning", Scope.OBJECT, "a hot-path inline function is not inlined")
     BOUNDARY_CROSSING = ("boundary_crossing", "warning", Scope.CHANGE,
                          "a hot function grew across an alignment or cache-line boundary")
+    # where a hot function lands after the link (analyzer.link_layout, a vmlinux target)
+    LINK_CACHE_LINES = ("link_cache_lines", "warning", Scope.CHANGE,
+                        "a hot function spans more 64-byte cache lines at its link address")
     GROWTH = ("growth", "warning", Scope.SERIES, "the target grew past the configured threshold")
     PUSHED_OUT_OF_LINE = ("pushed_out_of_line", "warning", Scope.CHANGE,
                           "an unchanged function left inline because another one became inlined")
@@ -55,6 +58,8 @@ class Kind(str, Enum):
                          "a hot function's likely path touches more 64-byte lines")
     LIKELY_PATH_CYCLES = ("likely_path_cycles", "notice", Scope.CHANGE,
                           "a hot function's likely path costs more estimated cycles (llvm-mca)")
+    LINK_PHASE = ("link_phase", "notice", Scope.CHANGE,
+                  "a hot function's entry changed its 64-byte phase at its link address")
     NOT_APPLIED = ("not_applied", "error", Scope.SERIES, "a patch of the series does not apply")
     INCOMPLETE = ("incomplete", "notice", Scope.SERIES, "patches of the series never arrived")
     INLINE_NOT_INLINED = ("inline_not_inlined", "notice", Scope.OBJECT, "an inline function is not inlined")

@@ -21,7 +21,7 @@ judges sizes; this module reads real addresses (a vmlinux, or any ET_EXEC/ET_DYN
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from analyzer.align import CACHE_LINE, FUNCTION_ALIGN, spanned
 from analyzer.elf import SHF_ALLOC, SHF_EXECINSTR, ElfImage, load_images, read_symtab
@@ -277,6 +277,7 @@ class Move:
     by_removed: int = 0          # ... from symbols no longer before it
     by_section: int = 0          # ... from the section's start or the bytes before its first symbol
     unexplained: int = 0         # shift - all of the above (0: every byte accounted for)
+    more_causes: int = 0         # causes left out by :meth:`trimmed` (their bytes stay in the by_* sums)
 
     @property
     def moved(self) -> bool:
@@ -300,7 +301,7 @@ class Move:
             parts.append(f"own {'growth' if self.size_delta > 0 else 'shrink'} {self.size_delta:+d}")
         if self.shift:
             named = [c.label() for c in self.causes[:4]]
-            more = len(self.causes) - len(named)
+            more = len(self.causes) - len(named) + self.more_causes
             if more > 0:
                 named.append(f"{more} more")
             rest = self.by_section + self.unexplained
@@ -328,7 +329,13 @@ class Move:
                    HotPlacement.from_dict(d["head"]) if d.get("head") else None,
                    d.get("shift", 0), d.get("size_delta", 0), [Cause(**c) for c in d.get("causes", [])],
                    d.get("by_functions", 0), d.get("by_padding", 0), d.get("by_added", 0), d.get("by_removed", 0),
-                   d.get("by_section", 0), d.get("unexplained", 0))
+                   d.get("by_section", 0), d.get("unexplained", 0), d.get("more_causes", 0))
+
+    def trimmed(self, n: int = 12) -> "Move":
+        """The same move keeping its ``n`` largest causes (what is stored and shown)."""
+        if len(self.causes) <= n:
+            return self
+        return replace(self, causes=self.causes[:n], more_causes=self.more_causes + len(self.causes) - n)
 
 
 class _Pair:

@@ -21,7 +21,8 @@ from db.errors import StoreError
 JSON_COLUMNS = (("builds", "errors"), ("objects", "sections"), ("functions", "facts"), ("findings", "data"),
                 ("comparisons", "counts"), ("bot_messages", "recipients"), ("bot_messages", "refs"),
                 ("bot_messages", "tags"), ("bot_decisions", "findings"), ("bot_mails", "recipients"),
-                ("likely_paths", "calls"), ("matrix_tables", "toolchains"), ("matrix_rows", "cells"))
+                ("likely_paths", "calls"), ("matrix_tables", "toolchains"), ("matrix_rows", "cells"),
+                ("link_layouts", "neighbours"), ("link_moves", "data"))
 ZLIB_COLUMNS = (("builds", "log_z"), ("objects", "facts_z"), ("series", "cover_z"),
                 ("comparison_tables", "tables_z"), ("bot_messages", "raw_z"), ("bot_mails", "raw_z"))
 TEXT_COLUMNS = (("commits", "subject"), ("commits", "author"), ("series", "subject"), ("series", "author"),

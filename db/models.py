@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from analyzer.cost import FunctionCost
+from analyzer.link_layout import HotPlacement
 
 
 @dataclass
@@ -96,6 +97,7 @@ class ObjectRecord:
     facts: dict | None = None                     # the analyzer's ObjectFacts.to_dict() (stored zlib JSON)
     id: int | None = None
     likely_paths: list[FunctionCost] = field(default_factory=list)   # hot functions' likely paths
+    link_layout: list[HotPlacement] = field(default_factory=list)    # hot functions at link addresses (vmlinux)
 
 
 @dataclass

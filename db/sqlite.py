@@ -48,6 +48,17 @@ def retry_busy(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def s64(n: int) -> int:
+    """An unsigned 64-bit address as the signed integer a column holds (sqlite and PostgreSQL
+    integers are signed 64-bit: a kernel's 0xffffffff81000000 would not fit)."""
+    return n - (1 << 64) if n >= 1 << 63 else n
+
+
+def u64(n: int) -> int:
+    """The address :func:`s64` stored."""
+    return n + (1 << 64) if n < 0 else n
+
+
 def compress(text: str | bytes | None) -> bytes | None:
     """Text and logs are stored zlib-compressed (text as UTF-8, undecodable bytes kept)."""
     if text is None:

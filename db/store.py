@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from analyzer.cost import FunctionCost
+from analyzer.link_layout import HotPlacement, Move, Neighbour
 from db import changes as _changes, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
+from db.sqlite import s64, u64
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
                        text_factory)                                   # compress: API
 from db.errors import StoreError
@@ -119,10 +121,11 @@ class Store(ABC):
 
     @abstractmethod
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
-                          tables: dict | None = None) -> None:
+                          tables: dict | None = None, link_moves: list[Move] | None = None) -> None:
         """Store the head-vs-base findings of two stored builds (replacing earlier ones), with their
-        bloat-o-meter tables when given (``db.bloat_tables.to_stored``) and the counts the dashboard
-        shows (``db.finding_counts``)."""
+        bloat-o-meter tables when given (``db.bloat_tables.to_stored``), the counts the dashboard
+        shows (``db.finding_counts``) and, for linked targets, the hot functions' moves (0015; kept
+        when not given)."""
 
     @abstractmethod
     def record_series(self, series: Series) -> int: ...
@@ -166,6 +169,23 @@ class Store(ABC):
     @abstractmethod
     def likely_path_points(self, name: str, build_ids: list[int]) -> dict[int, tuple[int, int | None]]:
         """{build id: (likely-path instructions, estimated cycles)} of one function in those builds."""
+
+    @abstractmethod
+    def link_layout_for(self, build_id: int) -> dict[str, list[HotPlacement]]:
+        """Per object path, its hot functions at their link addresses, in address order (0015)."""
+
+    @abstractmethod
+    def text_symbols(self, build_id: int, path: str, sections: list[str]) -> list[tuple[str, str, int, int]]:
+        """(name, section, address, size) of the object's stored symbols in those sections: the text map
+        ``analyzer.link_layout.text_map_from_rows`` rebuilds for a comparison."""
+
+    @abstractmethod
+    def link_moves_for(self, build_id: int, base_build_id: int) -> list[Move] | None:
+        """The hot functions' moves of a stored comparison (head address order); None: none stored."""
+
+    @abstractmethod
+    def link_points(self, name: str, build_ids: list[int]) -> dict[int, HotPlacement]:
+        """{build id: the function at its link address} in those builds (first of its name)."""
 
     @abstractmethod
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -486,11 +506,12 @@ class SqliteStore(Store):
                             compress(json.dumps(obj.facts)) if obj.facts is not None else None)).lastrowid
         ids = self._name_ids(conn, [s.name for s in obj.symbols] + [s.section for s in obj.symbols]
                              + [f.name for f in obj.functions] + [c.function for c in obj.likely_paths]
+                             + [p.name for p in obj.link_layout]
                              + [r.callee for r in obj.remarks] + [r.caller for r in obj.remarks])
         conn.executemany("INSERT INTO symbols(object_id, name_id, size, letter, section_id, offset) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
-                         [(oid, ids[s.name], s.size, s.letter, ids.get(s.section) if s.section else None, s.offset)
-                          for s in obj.symbols])
+                         [(oid, ids[s.name], s.size, s.letter, ids.get(s.section) if s.section else None,
+                           s64(s.offset)) for s in obj.symbols])
         conn.executemany("INSERT OR REPLACE INTO functions(object_id, name_id, size, declared, out_of_line, "
                          "inlined_count, inlined_bytes, callers, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          [(oid, ids[f.name], f.size, f.declared, int(f.out_of_line), f.inlined_count,
@@ -505,6 +526,13 @@ class SqliteStore(Store):
                          [(oid, ids[c.function], c.insns, c.bytes, c.branches, json.dumps(list(c.calls)), c.pushes,
                            c.frame, c.memory, c.lines, c.end, c.cycles, c.rthroughput, c.mcpu)
                           for c in obj.likely_paths])
+        conn.executemany("INSERT INTO link_layouts(object_id, pos, name_id, ordinal, section, address, size, blocks, "
+                         "lines, phase, pad_before, pad_after, neighbours) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(oid, i, ids[p.name], p.ordinal, p.section, s64(p.address), p.size, p.blocks, p.lines,
+                           p.phase, p.pad_before, p.pad_after,
+                           json.dumps({"prev": p.prev.to_dict() if p.prev else None,
+                                       "next": p.next.to_dict() if p.next else None}))
+                          for i, p in enumerate(obj.link_layout)])
 
     @staticmethod
     def _insert_findings(conn: sqlite3.Connection, build_id: int, findings: list[FindingRow],
@@ -515,8 +543,17 @@ class SqliteStore(Store):
                            f.function, f.severity, f.message, json.dumps(f.data)) for f in findings])
 
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
-                          tables: dict | None = None) -> None:
+                          tables: dict | None = None, link_moves: list[Move] | None = None) -> None:
         with self._tx() as conn:
+            if link_moves is not None:      # in the transaction that upserts the comparisons row (0015)
+                conn.execute("DELETE FROM link_moves WHERE build_id = ? AND base_build_id = ?",
+                             (build_id, base_build_id))
+                ids = self._name_ids(conn, [m.name for m in link_moves])
+                conn.executemany("INSERT INTO link_moves(build_id, base_build_id, pos, name_id, shift, data) "
+                                 "VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(build_id, base_build_id, i, ids[m.name], m.shift,
+                                   json.dumps(m.to_dict(), separators=(",", ":")))
+                                  for i, m in enumerate(link_moves)])
             conn.execute("DELETE FROM findings WHERE build_id = ? AND base_build_id = ?", (build_id, base_build_id))
             self._insert_findings(conn, build_id, findings, base_build_id)
             found = self._finding_keys(conn, [build_id, base_build_id])
@@ -645,10 +682,68 @@ class SqliteStore(Store):
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
         rows = self._conn().execute(
-            "SELECT n.name, s.size, s.letter, sn.name, s.offset FROM objects o "
+            "SELECT n.name, s.size, s.letter, sn.name, s.\"offset\" FROM objects o "
             "JOIN symbols s ON s.object_id = o.id JOIN names n ON n.id = s.name_id "
             "LEFT JOIN names sn ON sn.id = s.section_id WHERE o.build_id = ?", (build_id,))
-        return [SymbolRow(*r) for r in rows]
+        return [SymbolRow(n, z, le, sec, u64(off)) for n, z, le, sec, off in rows]
+
+    @staticmethod
+    def _placement(name: str, row: tuple, what: str) -> HotPlacement:
+        ordinal, section, address, size, blocks, lines, phase, pad_before, pad_after, nb = row
+        nb = loads(nb, what)
+        near = {k: Neighbour(str(v.get("name", "")), int(v.get("address", 0)), int(v.get("size", 0)))
+                if isinstance(v, dict) else None for k, v in ((k, nb.get(k)) for k in ("prev", "next"))}
+        return HotPlacement(name, ordinal, section, u64(address), size, blocks, lines, phase, pad_before, pad_after,
+                            near["prev"], near["next"])
+
+    _PLACEMENT = ("l.ordinal, l.section, l.address, l.size, l.blocks, l.lines, l.phase, l.pad_before, l.pad_after, "
+                  "l.neighbours")
+
+    @_retry_busy
+    def link_layout_for(self, build_id: int) -> dict[str, list[HotPlacement]]:
+        rows = self._conn().execute(
+            f"SELECT o.path, n.name, {self._PLACEMENT} FROM objects o JOIN link_layouts l ON l.object_id = o.id "
+            "JOIN names n ON n.id = l.name_id WHERE o.build_id = ? ORDER BY o.path, l.pos", (build_id,))
+        out: dict[str, list[HotPlacement]] = {}
+        for path, name, *rest in rows:
+            out.setdefault(path, []).append(self._placement(name, tuple(rest), f"neighbours of {name} (build {build_id})"))
+        return out
+
+    @_retry_busy
+    def text_symbols(self, build_id: int, path: str, sections: list[str]) -> list[tuple[str, str, int, int]]:
+        rows = self._conn().execute(
+            "SELECT n.name, sn.name, s.\"offset\", s.size FROM objects o JOIN symbols s ON s.object_id = o.id "
+            "JOIN names n ON n.id = s.name_id JOIN names sn ON sn.id = s.section_id "
+            "WHERE o.build_id = ? AND o.path = ? AND sn.name IN (SELECT value FROM json_each(?))",
+            (build_id, path, json.dumps(sections)))
+        return [(n, sec, u64(a), z) for n, sec, a, z in rows]
+
+    @_retry_busy
+    def link_moves_for(self, build_id: int, base_build_id: int) -> list[Move] | None:
+        rows = self._conn().execute("SELECT data FROM link_moves WHERE build_id = ? AND base_build_id = ? ORDER BY pos",
+                                    (build_id, base_build_id)).fetchall()
+        if not rows:
+            return None
+        out = []
+        for (data,) in rows:
+            d = loads(data, f"link moves of build {build_id} vs {base_build_id}")
+            try:
+                out.append(Move.from_dict(d))
+            except (KeyError, TypeError, ValueError):
+                continue            # a damaged row (loads noted it): the others are still shown
+        return out
+
+    @_retry_busy
+    def link_points(self, name: str, build_ids: list[int]) -> dict[int, HotPlacement]:
+        rows = self._conn().execute(
+            f"SELECT o.build_id, {self._PLACEMENT} FROM names n JOIN link_layouts l ON l.name_id = n.id "
+            "JOIN objects o ON o.id = l.object_id WHERE n.name = ? AND o.build_id IN (SELECT value FROM json_each(?)) "
+            "ORDER BY o.build_id, l.ordinal, l.pos", (name, json.dumps(build_ids)))
+        out: dict[int, HotPlacement] = {}
+        for bid, *rest in rows:
+            if bid not in out:
+                out[bid] = self._placement(name, tuple(rest), f"neighbours of {name} (build {bid})")
+        return out
 
     @_retry_busy
     def functions_for(self, build_id: int) -> list[FunctionRow]:

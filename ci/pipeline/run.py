@@ -20,7 +20,7 @@ from typing import Callable
 from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
 from analyzer.errors import InputError
 from analyzer.kinds import Kind
-from ci.pipeline import analysis, builder
+from ci.pipeline import analysis, builder, link
 from ci.pipeline.objects import object_record
 from ci.pipeline.plan import RunPlan, plan_range, plan_series
 from ci.reports.model import PatchReport, SeriesReport, commit_report, compute_tables, series_report
@@ -54,6 +54,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
         res = analysis.analyze(path, done.source, done.remarks.get(target, []), mcpu)
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
         obj.likely_paths = res.likely_paths
+        obj.link_layout = link.layout(path, target)          # vmlinux: hot functions at link addresses
         findings += res.findings
         objects.append(obj)
         status = "ok"
@@ -66,9 +67,14 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
                       ConfigInfo(done.config_key, config_hash=done.config_hash, config_text=done.config_text),
                       target, status, done.family, done.method, done.seconds, log=done.log,
                       errors=errors, objects=objects, findings=findings,
-                      analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
+                      analysis_version=_version(target) if path is not None else 0,
                       tree_path=str(tree.path))
     return store.record_build(rec)
+
+
+def _version(target: str) -> int:
+    """The analysis version a target's builds are stored with (linked ones also keep link layouts)."""
+    return max(analysis.ANALYSIS_VERSION, link.LINK_VERSION) if link.linked(target) else analysis.ANALYSIS_VERSION
 
 
 def _done(have, wanted_analysis: int) -> bool:
@@ -89,7 +95,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
         _, version = builder.toolchain_info(tc)
         for commit in plan.to_build:
             have = {t: store.find_build(plan.tree.name, commit.sha, tc, key, t, version) for t in targets}
-            todo = [t for t in targets if not _done(have[t], analysis.ANALYSIS_VERSION)]
+            todo = [t for t in targets if not _done(have[t], _version(t))]
             stats.stored += len(targets) - len(todo)
             if todo:
                 todos[(commit.sha, tc)], haves[(commit.sha, tc)] = todo, have
@@ -161,7 +167,9 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                         bloat_tables.from_stored(store.comparison_tables(head.id, base.id)) is not None:
                     stored = {(f.kind, f.function) for f in store.findings_for(head.id, base.id)
                               if f.kind in _COST_KINDS and f.base_build_id == base.id}
-                    if stored == _cost_keys(base_paths, head_paths, thresholds):
+                    moves_missing = (link.linked(target) and store.link_moves_for(head.id, base.id) is None
+                                     and store.link_layout_for(head.id) and store.link_layout_for(base.id))
+                    if stored == _cost_keys(base_paths, head_paths, thresholds) and not moves_missing:
                         continue
                     keep_tables = True
                 findings: list[FindingRow] = []
@@ -170,8 +178,10 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                     if path in base_facts:
                         findings += analysis.compare(base_facts[path], hf, base_paths.get(path),
                                                      head_paths.get(path), thresholds)
+                moves, link_found = (link.compare_builds(store, base.id, head.id) if link.linked(target)
+                                     else (None, []))      # vmlinux: who moved, and why
                 tables = None if keep_tables else bloat_tables.to_stored(compute_tables(store, base.id, head.id))
-                store.record_comparison(head.id, base.id, findings, tables)
+                store.record_comparison(head.id, base.id, findings + link_found, tables, moves)
                 n += 1
     return n
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+from ci.reports import link
 from ci.reports.model import PatchReport, Reportable, ToolchainReport, reportable_order
 
 WIDTH = 78
@@ -53,7 +54,20 @@ def findings_block(p: PatchReport, items: list[Reportable], affected: list[Toolc
             out += para(f"{f.kind}: {f.message or f.function}", "     ", "   ")
         if len(others) > 8:
             out.append(f"   ... {len(others) - 8} more changes on the dashboard")
+        if t.link_changed:                  # a linked target: where its hot functions landed, and why
+            out.append("")
+            out += link_block(t)
         out.append("")
+    return out
+
+
+def link_block(t: ToolchainReport) -> list[str]:
+    """The link-address table (ci.reports.link), long lines wrapped under their own indent."""
+    out: list[str] = []
+    for ln in link.lines(t, ""):
+        ln = "  " + ln
+        lead = ln[:len(ln) - len(ln.lstrip())]
+        out += [ln] if len(ln) <= WIDTH else para(ln.strip(), lead + "  ", lead)
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
 from analyzer.kinds import INLINE_CHANGES, Kind, order
+from analyzer.link_layout import HotPlacement, Move
 from analyzer.nm import Listing
 from db import bloat_tables
 from db.errors import StoreError
@@ -51,6 +52,14 @@ class ToolchainReport:
     seconds: float = 0.0
     analyzed: bool = False              # inline facts stored (analysis_version > 0)
     carried: int = 0                    # single-object findings the parent build has too (same kind, function)
+    link_layout: list[HotPlacement] = field(default_factory=list)   # linked targets: hot functions' addresses
+    link_moves: list[Move] | None = None     # ... and against the parent: how far each moved, and why
+
+    @property
+    def link_changed(self) -> list[Move]:
+        """The hot functions whose address, size, lines or phase changed, or that came or went."""
+        return [m for m in self.link_moves or [] if m.base is None or m.head is None or m.shift or m.size_delta
+                or m.lines_delta or m.phase_changed]
 
     @property
     def bloat_text(self) -> str:
@@ -66,7 +75,9 @@ class ToolchainReport:
                 "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
                 "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
                 "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed,
-                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried}
+                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried,
+                "link_layout": [p.to_dict() for p in self.link_layout],
+                "link_moves": None if self.link_moves is None else [m.to_dict() for m in self.link_moves]}
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -161,6 +172,10 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
+    if build.status == "ok":            # linked targets (0015); nothing stored for objects
+        rep.link_layout = [p for ps in store.link_layout_for(build.id).values() for p in ps]
+        if rep.link_layout and base is not None and base.status == "ok":
+            rep.link_moves = store.link_moves_for(build.id, base.id)
     if base is not None and base.status == "ok":
         before = {(f.kind, f.function) for f in store.findings_for(base.id) if f.base_build_id is None}
         for f in rep.findings:

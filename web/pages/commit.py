@@ -13,7 +13,7 @@ from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
 from analyzer.cost import MEASURES, compare_costs, measure
-from ci.reports import text as render
+from ci.reports import link as link_table, text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
 from db.store import Store
@@ -90,6 +90,20 @@ def _likely_paths(store: Store, t: ToolchainReport) -> list[dict]:
     return rows
 
 
+def _link(t: ToolchainReport) -> dict | None:
+    """A linked target's hot functions: the changed ones against the parent (ci.reports.link), or
+    where each sits when there is no parent to compare with; None for objects."""
+    if not t.link_layout:
+        return None
+    rows = link_table.rows(t)
+    return {"compared": t.link_moves is not None, "rows": rows,
+            "unchanged": len(t.link_moves) - len(rows) if t.link_moves is not None else None,
+            "layout": [{"function": p.name, "section": p.section, "address": f"{p.address:#x}", "size": p.size,
+                        "lines": p.lines, "phase": p.phase, "pad_before": p.pad_before, "pad_after": p.pad_after,
+                        "prev": p.prev.name if p.prev else None, "next": p.next.name if p.next else None}
+                       for p in t.link_layout]}
+
+
 def toolchain_data(store: Store, t: ToolchainReport) -> dict:
     objects = store.objects_for(t.build_id) if t.status == "ok" else []
     base_objects = store.objects_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else []
@@ -107,6 +121,7 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
         "crossings": [_crossing(f) for f in t.crossings],
         "other_changes": [_finding(f) for f in t.other_changes],
         "likely_paths": _likely_paths(store, t),
+        "link": _link(t),
         "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=finding_order)],
         "carried": t.carried,
         "links": {"log": f"/build/{t.build_id}/log"},

@@ -50,6 +50,40 @@ def cost_columns(store: Store, name: str, lines: list[tuple[str, FunctionLine]])
                        "cycles": [got[b][1] if b in got else None for b in ln.build_id]} for label, ln in lines]}
 
 
+def link_columns(store: Store, name: str, lines: list[tuple[str, FunctionLine]], commits: list[Commit],
+                 limit: int) -> dict | None:
+    """Per chart line of a linked target (vmlinux), the function's link address, 64-byte lines spanned and
+    64-byte phase at each point (0015), and the latest ``limit`` points where one of them changed
+    (newest first); None when no build of it has a link layout."""
+    ids = [b for _, ln in lines for b in ln.build_id if b is not None]
+    got = store.link_points(name, ids) if ids else {}
+    if not got:
+        return None
+    cols, changed = [], []
+    for label, ln in lines:
+        pts = [got.get(b) if b is not None else None for b in ln.build_id]
+        if not any(pts):
+            continue
+        cols.append({"label": label, "toolchain": ln.toolchain, "target": ln.target,
+                     "address": [f"{p.address:#x}" if p else None for p in pts],
+                     "size": [p.size if p else None for p in pts],
+                     "lines": [p.lines if p else None for p in pts], "phase": [p.phase if p else None for p in pts]})
+        present = [i for i, p in enumerate(pts) if p is not None]
+        cols[-1]["latest"] = present[-1]
+        for j, i in zip(present, present[1:]):
+            a, b = pts[j], pts[i]
+            if (a.address, a.size, a.lines, a.phase) != (b.address, b.size, b.lines, b.phase):
+                c = commits[i]
+                changed.append({"commit": c.sha, "subject": c.subject, "toolchain": ln.toolchain, "target": ln.target,
+                                "address": [f"{a.address:#x}", f"{b.address:#x}"], "shift": b.address - a.address,
+                                "size": [a.size, b.size], "lines": [a.lines, b.lines], "phase": [a.phase, b.phase],
+                                "neighbours": [[a.prev.name if a.prev else None, a.next.name if a.next else None],
+                                               [b.prev.name if b.prev else None, b.next.name if b.next else None]],
+                                "url": f"/commit/{c.sha}", "_order": i})
+    changed.sort(key=lambda r: r.pop("_order"), reverse=True)
+    return {"lines": cols, "changes": changed[:limit] if limit else [], "changes_total": len(changed)}
+
+
 def function_data(store: Store, name: str, toolchain: str | None = None, target: str | None = None,
                   limit: int = 50) -> dict:
     series = store.function_series(params.function_name(name), toolchain, target=target)
@@ -68,6 +102,7 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
                         "status": charts.status_text(ln, i, st[i])})
     return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,
             "chart": chart, "current": current, "cost_chart": cost_columns(store, name, lines),
+            "link": link_columns(store, name, lines, series.commits, limit),
             "changes": changed, "changes_total": n_changed,
             "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
 
