@@ -54,6 +54,11 @@ class SectionMap:
             return self.addrs[i + 1] - self.addrs[i]
         return self.sizes[i]
 
+    def footprints(self) -> list[int]:
+        """:meth:`footprint` of every symbol, in one pass."""
+        a = self.addrs
+        return [n - p for p, n in zip(a, a[1:])] + ([self.sizes[-1]] if a else [])
+
     def keys(self) -> list[tuple[str, int]]:
         """(name, n-th of that name in address order): same-named statics of different files stay apart."""
         seen: dict[str, int] = {}
@@ -357,11 +362,11 @@ class _Pair:
         self.fpb = np.zeros(n, dtype=np.int64)
         self.fph = np.zeros(n, dtype=np.int64)
         self.posb[:len(self.bk)] = np.arange(len(self.bk))
-        self.fpb[:len(self.bk)] = [bm.footprint(i) for i in range(len(self.bk))]
+        self.fpb[:len(self.bk)] = bm.footprints()
         uidx = {k: u for u, k in enumerate(union)}
         hu = np.fromiter((uidx[k] for k in self.hk), dtype=np.int64, count=len(self.hk))
         self.posh[hu] = np.arange(len(self.hk))
-        self.fph[hu] = [hm.footprint(j) for j in range(len(self.hk))]
+        self.fph[hu] = hm.footprints()
 
     def explain(self, mv: Move, bi: int, hi: int) -> None:
         """The move's causes: every symbol whose contribution to the function's address differs."""
@@ -402,11 +407,10 @@ def compare(base: TextMap, head: TextMap, hot: HotPaths | None = None) -> list[M
     for sec in sorted(base.sections.keys() | head.sections.keys()):
         bm = base.sections.get(sec) or SectionMap(sec, 0)
         hm = head.sections.get(sec) or SectionMap(sec, 0)
-        hk = hm.keys()
-        wanted = [k for k in hk if is_hot(k[0])]
-        if not wanted and not any(is_hot(n) for n in bm.names):
+        if not any(is_hot(n) for n in hm.names) and not any(is_hot(n) for n in bm.names):
             continue
         pair = _Pair(bm, hm)
+        wanted = [k for k in pair.hk if is_hot(k[0])]
         bkeys, hkeys = pair.bidx, pair.hidx
         wanted += [k for k in pair.bk if k not in hkeys and is_hot(k[0])]
         for k in wanted:
