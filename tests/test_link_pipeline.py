@@ -127,3 +127,30 @@ def test_dashboard_pages(linked_store, tmp_path):
     assert ch["shift"] == int(ch["address"][1], 16) - int(ch["address"][0], 16) != 0
     page = client.get("/function/__alloc_pages").get_data(as_text=True)
     assert "At its link address" in page and ch["address"][1] in page
+
+
+def test_bot_rules_and_mail(linked_store):
+    """The [report] switches named as the kinds: link_cache_lines mailed by default, link_phase when
+    switched on; the mail's findings block carries the link table under the flagged findings."""
+    from ci.bot.policy import ReportRules
+    from ci.bot.verdict import series_findings
+    from ci.reports import mail
+    from ci.reports.model import SeriesReport
+    from db.models import Series
+    _, _, _, _, reports = linked_store
+    p = reports[0]
+    p.position = 1
+    rep = SeriesReport(Series("linux-6.1", "<m>"), [p])
+    (t,) = p.toolchains
+    lines = {f.function for f in t.changes if f.kind == "link_cache_lines"}
+    assert lines == {m.name for m in t.link_moves if m.base and m.head and m.lines_delta > 0}
+    got = series_findings(rep, ReportRules())
+    assert {r.function for r in got if r.kind == "link_cache_lines"} == lines
+    assert not [r for r in got if r.kind == "link_phase"]
+    loud = series_findings(rep, ReportRules(link_phase=True))
+    assert {r.function for r in loud if r.kind == "link_phase"} == \
+        {m.name for m in t.link_moves if m.phase_changed}
+    block = mail.findings_block(p, got, [t])
+    assert all(len(ln) <= mail.WIDTH for ln in block)
+    assert any(ln.startswith(">> link_cache_lines: hot ") for ln in block)
+    assert any("link addresses of hot functions" in ln for ln in block)
