@@ -359,14 +359,20 @@ class _Pair:
         big = np.iinfo(np.int64).max
         self.posb = np.full(n, big, dtype=np.int64)
         self.posh = np.full(n, big, dtype=np.int64)
-        self.fpb = np.zeros(n, dtype=np.int64)
-        self.fph = np.zeros(n, dtype=np.int64)
+        fb, fh = bm.footprints(), hm.footprints()
+        # footprints are differences of 64-bit addresses (a damaged file's may not fit in int64):
+        # Python integers then, slower but exact
+        both = fb + fh
+        fits = max(both, default=0) < 1 << 62 and min(both, default=0) > -(1 << 62)
+        kind = np.int64 if fits else object
+        self.fpb = np.zeros(n, dtype=kind)
+        self.fph = np.zeros(n, dtype=kind)
         self.posb[:len(self.bk)] = np.arange(len(self.bk))
-        self.fpb[:len(self.bk)] = bm.footprints()
+        self.fpb[:len(self.bk)] = fb
         uidx = {k: u for u, k in enumerate(union)}
         hu = np.fromiter((uidx[k] for k in self.hk), dtype=np.int64, count=len(self.hk))
         self.posh[hu] = np.arange(len(self.hk))
-        self.fph[hu] = hm.footprints()
+        self.fph[hu] = fh
 
     def explain(self, mv: Move, bi: int, hi: int) -> None:
         """The move's causes: every symbol whose contribution to the function's address differs."""

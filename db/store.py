@@ -551,7 +551,7 @@ class SqliteStore(Store):
                 ids = self._name_ids(conn, [m.name for m in link_moves])
                 conn.executemany("INSERT INTO link_moves(build_id, base_build_id, pos, name_id, shift, data) "
                                  "VALUES (?, ?, ?, ?, ?, ?)",
-                                 [(build_id, base_build_id, i, ids[m.name], m.shift,
+                                 [(build_id, base_build_id, i, ids[m.name], max(-(1 << 63), min(m.shift, (1 << 63) - 1)),
                                    json.dumps(m.to_dict(), separators=(",", ":")))
                                   for i, m in enumerate(link_moves)])
             conn.execute("DELETE FROM findings WHERE build_id = ? AND base_build_id = ?", (build_id, base_build_id))

@@ -201,3 +201,31 @@ def test_debian_dbg_vmlinux_against_nm():
     assert {"get_page_from_freelist", "rmqueue_bulk"} <= names
     moves = compare(tm, tm)
     assert all(m.shift == 0 and not m.causes for m in moves)
+
+
+def _entry_link(path: Path):
+    """What the pipeline does with a linked image: the map, the layout, a comparison with itself."""
+    from analyzer.link_layout import compare as cmp, file_layout as fl
+    lay, tm = fl(path, HotPaths(("fn_*",)))
+    moves = cmp(tm, tm, HotPaths(("fn_*",)))
+    return str(len(lay.functions) + len(moves)), None
+
+
+def test_damaged_linked_images_are_one_line_errors(tmp_path):
+    """200 seeded mutants of the synthetic executables (tests/elf_mutants.py's mutators): each is read
+    or refused with a one-line SizewatchError, never a traceback, a hang or unbounded memory."""
+    import elf_mutants as em
+    sources = [build_exe(tmp_path, 4, "base").read_bytes(), build_exe(tmp_path, 44, "head").read_bytes()]
+    bad, outcomes = [], {}
+    for case in range(200):
+        where = tmp_path / f"case-{case}"
+        where.mkdir()
+        m = em.make(7, case, sources, where)
+        r = em.run_forked("link", _entry_link, m.path, timeout=10)
+        outcomes[r.status] = outcomes.get(r.status, 0) + 1
+        if r.status not in ("ok", "InputError") or (r.status == "InputError" and "\n" in r.detail):
+            bad.append(f"case {case} ({m.kind}: {m.detail}): {r.status} {r.detail}")
+        elif r.rss_growth_kb > 200_000:
+            bad.append(f"case {case} ({m.kind}: {m.detail}): {r.rss_growth_kb} kB")
+    assert not bad, "\n".join(bad[:20])
+    assert outcomes.get("ok", 0) > 20 and outcomes.get("InputError", 0) > 20, outcomes

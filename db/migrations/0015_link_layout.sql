@@ -31,7 +31,7 @@ CREATE TABLE link_moves (
     base_build_id INTEGER NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
     pos           INTEGER NOT NULL,            -- head address order (functions only in the base last)
     name_id       INTEGER NOT NULL REFERENCES names(id),
-    shift         INTEGER NOT NULL DEFAULT 0,  -- head address - base address (0 when in one build only)
+    shift         INTEGER NOT NULL DEFAULT 0,  -- head address - base address (0: in one build only; clamped to 64 bits)
     data          TEXT NOT NULL,               -- JSON analyzer.link_layout.Move.to_dict(), causes trimmed
     PRIMARY KEY (build_id, base_build_id, pos)
 );
