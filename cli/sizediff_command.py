@@ -50,10 +50,13 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--inlines", is_flag=True, help="inline status changes and findings (needs DWARF)")
 @click.option("--align", "align_view", is_flag=True,
               help="16-byte units, cache lines and headroom of every function that changed size")
+@click.option("--link", "link_view", is_flag=True,
+              help="linked images (vmlinux): hot functions' addresses, cache lines and 64-byte phase, how far "
+              "each moved and which functions before it caused the move")
 @click.option("--source", metavar="TREE", help="with --inlines: kernel source tree for declarations")
 @click.option("--cu", "cus", multiple=True, metavar="UNIT", help="with --inlines/--align/--inline-cost on vmlinux: "
               "only these compilation units, e.g. mm/page_alloc.c")
-@click.option("--hot", "hot_file", metavar="FILE", help="with --inlines/--align: hot-path list file")
+@click.option("--hot", "hot_file", metavar="FILE", help="with --inlines/--align/--link/--cost: hot-path list file")
 @click.option("--cost", is_flag=True, help="likely-path cost of each hot function before/after/delta "
               "(instructions, bytes, branches, calls, pushes, frame, memory operands, 64-byte lines, "
               "llvm-mca estimated cycles)")
@@ -64,7 +67,7 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.argument("file1")
 @click.argument("file2")
 def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections, no_pfx, inlines, align_view,
-            source, cus, hot_file, cost, inline_cost, mcpu, no_estimate, file1, file2):
+            link_view, source, cus, hot_file, cost, inline_cost, mcpu, no_estimate, file1, file2):
     """Compare the symbol sizes of two object files (a drop-in scripts/bloat-o-meter)."""
     if (mcpu or no_estimate) and not cost:
         raise click.UsageError("--mcpu and --no-estimate go with --cost")
@@ -107,6 +110,18 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
                 arows = inline_views.align_changes(fa, fb, hot)
                 extra["align"] = arows
                 lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
+        if link_view:     # issue 13: hot functions at link addresses, and why they moved
+            from analyzer import link_views
+            from analyzer.findings import link_compare as link_findings
+            from analyzer.hotpaths import load as load_hot
+            from analyzer.link_layout import compare as compare_link, file_layout
+            hot = load_hot(hot_file)
+            (_, ta), (_, tb) = file_layout(file1, hot), file_layout(file2, hot)
+            moves = compare_link(ta, tb, hot)
+            found = link_findings(moves)
+            extra["link"] = {"moves": [m.to_dict() for m in moves], "findings": [f.to_dict() for f in found]}
+            lines += link_views.lines(moves, "  ", "old -> new")
+            lines += [f"{f.kind}: {f.message}" for f in found]
         if inline_cost:   # issue 14: where inlined code lands
             from analyzer.inline_cost import inline_cost as read_cost
             from analyzer.inline_cost_diff import compare as compare_cost, diff_text

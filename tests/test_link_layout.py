@@ -229,3 +229,24 @@ def test_damaged_linked_images_are_one_line_errors(tmp_path):
             bad.append(f"case {case} ({m.kind}: {m.detail}): {r.rss_growth_kb} kB")
     assert not bad, "\n".join(bad[:20])
     assert outcomes.get("ok", 0) > 20 and outcomes.get("InputError", 0) > 20, outcomes
+
+
+def test_sizediff_link(tmp_path, sizediff, compile_c):
+    """``sizediff --link OLD NEW``: the table, the findings, the JSON; a .o is refused in one line."""
+    import json
+    base, head = build_exe(tmp_path, 4, "base"), build_exe(tmp_path, 44, "head")
+    hot = tmp_path / "hot.txt"
+    hot.write_text("!replace\nfn_b\nfn_c\n")
+    r = sizediff("--link", "--hot", hot, base, head)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    (ab, _), (ah, _) = nm_addr(base, "fn_b"), nm_addr(head, "fn_b")
+    row = next(ln for ln in out.splitlines() if ln.split()[:1] == ["fn_b"])
+    assert row.split()[1] == f"{ah:x}" and row.split()[-1] == f"{ah - ab:+d}"
+    assert f"moved by fn_a {ah - ab:+d}" in out
+    doc = json.loads(sizediff("--link", "--json", "--hot", hot, base, head).stdout)
+    moves = {m["name"]: m for m in doc["link"]["moves"]}
+    assert moves["fn_b"]["shift"] == ah - ab and moves["fn_b"]["causes"][0]["name"] == "fn_a"
+    obj = compile_c("gcc-12", ROOT / "tests" / "fixtures" / "inline_cases.c", name="rel2.o")
+    bad = sizediff("--link", obj, obj)
+    assert bad.returncode == 1 and bad.stderr.decode().count("\n") == 1 and b"not a linked image" in bad.stderr

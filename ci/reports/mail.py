@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from ci.reports import link
+from analyzer import link_views
 from ci.reports.model import PatchReport, Reportable, ToolchainReport, reportable_order
 
 WIDTH = 78
@@ -62,9 +62,9 @@ def findings_block(p: PatchReport, items: list[Reportable], affected: list[Toolc
 
 
 def link_block(t: ToolchainReport) -> list[str]:
-    """The link-address table (ci.reports.link), long lines wrapped under their own indent."""
+    """The link-address table (analyzer.link_views), long lines wrapped under their own indent."""
     out: list[str] = []
-    for ln in link.lines(t, ""):
+    for ln in link_views.lines(t.link_moves, ""):
         ln = "  " + ln
         lead = ln[:len(ln) - len(ln.lstrip())]
         out += [ln] if len(ln) <= WIDTH else para(ln.strip(), lead + "  ", lead)

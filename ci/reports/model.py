@@ -15,6 +15,7 @@ from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
 from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.link_layout import HotPlacement, Move
+from analyzer.link_views import changed
 from analyzer.nm import Listing
 from db import bloat_tables
 from db.errors import StoreError
@@ -58,8 +59,7 @@ class ToolchainReport:
     @property
     def link_changed(self) -> list[Move]:
         """The hot functions whose address, size, lines or phase changed, or that came or went."""
-        return [m for m in self.link_moves or [] if m.base is None or m.head is None or m.shift or m.size_delta
-                or m.lines_delta or m.phase_changed]
+        return changed(self.link_moves)
 
     @property
     def bloat_text(self) -> str:

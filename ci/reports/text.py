@@ -8,7 +8,7 @@ import json
 
 from analyzer import formats
 from analyzer.kinds import Kind
-from ci.reports import link
+from analyzer import link_views
 from ci.reports.model import PatchReport, SeriesReport, ToolchainReport, finding_order
 
 
@@ -47,7 +47,7 @@ def toolchain_text(t: ToolchainReport) -> str:
         lines.append("findings: inline analysis not stored for this build")
     elif t.status == "ok" and t.base_status == "ok":
         lines.append("findings: none")
-    lines += link.lines(t)
+    lines += link_views.lines(t.link_moves)
     return "\n".join(lines) + "\n"
 
 
@@ -99,7 +99,7 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(f"- **{f.kind}**{where}: {f.message or f.function}")
         if t.carried:
             out.append(f"- {t.carried} more finding(s) of this build are in the parent build too")
-        out += link.markdown(t)
+        out += link_views.markdown(t.link_moves)
         out.append("")
     return out
 

@@ -13,7 +13,8 @@ from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
 from analyzer.cost import MEASURES, compare_costs, measure
-from ci.reports import link as link_table, text as render
+from analyzer import link_views
+from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
 from db.store import Store
@@ -91,11 +92,11 @@ def _likely_paths(store: Store, t: ToolchainReport) -> list[dict]:
 
 
 def _link(t: ToolchainReport) -> dict | None:
-    """A linked target's hot functions: the changed ones against the parent (ci.reports.link), or
+    """A linked target's hot functions: the changed ones against the parent (analyzer.link_views), or
     where each sits when there is no parent to compare with; None for objects."""
     if not t.link_layout:
         return None
-    rows = link_table.rows(t)
+    rows = link_views.rows(t.link_moves)
     return {"compared": t.link_moves is not None, "rows": rows,
             "unchanged": len(t.link_moves) - len(rows) if t.link_moves is not None else None,
             "layout": [{"function": p.name, "section": p.section, "address": f"{p.address:#x}", "size": p.size,

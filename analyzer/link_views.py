@@ -1,4 +1,5 @@
-"""The link-address table of a report (a linked target's hot functions), one wording for every rendering.
+"""The link-address table of hot functions (analyzer.link_layout moves), one wording for every rendering:
+``sizediff --link``, ``sizewatch report`` (text, Markdown), the bot's mail and the dashboard.
 
 Per hot function that changed: its address in this build, size, 64-byte lines spanned and 64-byte
 phase (parent -> this patch), how far it moved and why (its own growth, or moved by the functions
@@ -7,8 +8,13 @@ Text and mail print :func:`lines`; Markdown :func:`markdown`; the dashboard and 
 """
 from __future__ import annotations
 
-from analyzer.link_layout import HotPlacement
-from ci.reports.model import ToolchainReport
+from analyzer.link_layout import HotPlacement, Move
+
+
+def changed(moves: list[Move] | None) -> list[Move]:
+    """The hot functions whose address, size, lines or phase changed, or that came or went."""
+    return [m for m in moves or [] if m.base is None or m.head is None or m.shift or m.size_delta
+            or m.lines_delta or m.phase_changed]
 
 
 def _pair(old, new) -> str:
@@ -24,10 +30,10 @@ def _near(p: HotPlacement | None) -> str:
     return f"{p.prev.name if p.prev else '(start)'} | {p.name} | {p.next.name if p.next else '(end)'}"
 
 
-def rows(t: ToolchainReport) -> list[dict]:
+def rows(moves: list[Move] | None) -> list[dict]:
     """One dict per changed hot function (the dashboard's table and the renderings below)."""
     out = []
-    for m in t.link_changed:
+    for m in changed(moves):
         b, h = m.base, m.head
         at = h or b
         out.append({"function": m.name, "section": m.section, "address": f"{at.address:#x}",
@@ -42,14 +48,14 @@ def rows(t: ToolchainReport) -> list[dict]:
     return out
 
 
-def lines(t: ToolchainReport, indent: str = "  ") -> list[str]:
+def lines(moves: list[Move] | None, indent: str = "  ", sides: str = "parent -> this patch") -> list[str]:
     """The table as text lines, 78 columns for names up to 24 characters ([] when the target has no link
     layout or no parent to compare with). The reason of each row is on the line below it."""
-    if t.link_moves is None:
+    if moves is None:
         return []
-    got = rows(t)
-    same = len(t.link_moves) - len(got)
-    out = ["link addresses of hot functions (parent -> this patch):"]
+    got = rows(moves)
+    same = len(moves) - len(got)
+    out = [f"link addresses of hot functions ({sides}):"]
     if got:
         w = max(24, *(len(r["function"]) for r in got)) if len(got) > 1 else max(24, len(got[0]["function"]))
         out.append(f"{indent}{'function':<{w}} {'address':<16} {'size':>10} {'lines':>8} {'phase':>8} {'shift':>5}")
@@ -62,23 +68,23 @@ def lines(t: ToolchainReport, indent: str = "  ") -> list[str]:
         out.append(f"{indent}({same} hot function{'s' if same != 1 else ''} at the same address, size and phase)")
     moved = [r for r in got if r["neighbours_changed"] and "(absent)" not in r["neighbours"]]
     if moved:
-        out.append(f"{indent}neighbours (previous | function | next), parent -> this patch:")
+        out.append(f"{indent}neighbours (previous | function | next), {sides}:")
         for r in moved:
             out.append(f"{indent}    {r['neighbours'][0]}")
             out.append(f"{indent} -> {r['neighbours'][1]}")
     return out
 
 
-def markdown(t: ToolchainReport) -> list[str]:
-    if t.link_moves is None:
+def markdown(moves: list[Move] | None, sides: str = "parent -> this patch") -> list[str]:
+    if moves is None:
         return []
-    got = rows(t)
-    out = ["", "Link addresses of hot functions (parent -> this patch):", ""]
+    got = rows(moves)
+    out = ["", f"Link addresses of hot functions ({sides}):", ""]
     if got:
         out += ["| function | address | size | lines | phase | shift | why |", "|---|---|---|---|---|---|---|"]
         out += [f"| `{r['function']}` | `{r['address']}` | {_pair(*r['size'])} | {_pair(*r['lines'])} | "
                 f"{_pair(*r['phase'])} | {r['shift']:+d} | {r['why']} |" for r in got]
-    same = len(t.link_moves) - len(got)
+    same = len(moves) - len(got)
     if same:
         out.append(f"\n{same} hot function(s) at the same address, size and phase.")
     out.append("")
