@@ -154,3 +154,28 @@ def test_bot_rules_and_mail(linked_store):
     assert all(len(ln) <= mail.WIDTH for ln in block)
     assert any(ln.startswith(">> link_cache_lines: hot ") for ln in block)
     assert any("link addresses of hot functions" in ln for ln in block)
+
+
+def test_store_check_and_damage(linked_store, tmp_path):
+    """``sizewatch db check`` reads the new JSON columns; a damaged move row is named there and shown
+    as the others (the report still renders)."""
+    import sqlite3
+    from ci.reports import text
+    from ci.reports.model import commit_report
+    from db.check import check_store
+    from db.store import open_store
+    _, path, plan, _, _ = linked_store
+    assert check_store(path).ok, check_store(path).line()
+    copy = tmp_path / "damaged.db"
+    with sqlite3.connect(path) as src, sqlite3.connect(copy) as dst:     # the WAL's rows too
+        src.backup(dst)
+    with sqlite3.connect(copy) as c:
+        n = c.execute("UPDATE link_moves SET data = '{not json' WHERE pos = 0").rowcount
+    assert n == 1
+    res = check_store(copy)
+    assert not res.ok and "link_moves" in res.line()
+    with open_store(copy, read_only=True) as store:
+        rep = commit_report(store, plan.commits[0].sha)
+        (t,) = rep.toolchains
+        assert t.link_moves is not None and len(t.link_moves) > 1
+        assert "link addresses of hot functions" in text.patch_text(rep)
