@@ -30,7 +30,7 @@ from analyzer.hotpaths import HotPaths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 ET_EXEC, ET_DYN = 2, 3
 
@@ -192,7 +192,7 @@ class LinkLayout:
         return {"functions": [f.to_dict() for f in self.functions], "sections": dict(self.sections)}
 
 
-def hot_filter(hot: HotPaths):
+def hot_filter(hot: HotPaths) -> Callable[[str], bool]:
     """``name in hot`` for tens of thousands of names: one regex over every pattern finds the names
     that start like a hot one (a clone's base is a prefix of its name), and only those are checked
     with the hot list's own rule (clone suffixes parsed)."""
