@@ -61,13 +61,32 @@ class SectionMap:
 
     def keys(self) -> list[tuple[str, int]]:
         """(name, n-th of that name in address order): same-named statics of different files stay apart."""
-        seen: dict[str, int] = {}
-        out = []
-        for n in self.names:
-            k = seen.get(n, 0)
-            seen[n] = k + 1
-            out.append((n, k))
-        return out
+        from collections import Counter
+        ordinal = [0] * len(self.names)
+        dups = {n for n, c in Counter(self.names).items() if c > 1}
+        if dups:
+            seen: dict[str, int] = {}
+            for i, n in enumerate(self.names):
+                if n in dups:
+                    ordinal[i] = seen.get(n, 0)
+                    seen[n] = ordinal[i] + 1
+        return list(zip(self.names, ordinal))
+
+
+def nm_order(addrs: list[int], names: list[str]) -> list[int]:
+    """Indices in ``nm -n`` order: by address, equal addresses by name bytes (binutils' numeric_forward,
+    then non_numeric_forward); only the rare runs of equal addresses pay for comparing names."""
+    order = sorted(range(len(addrs)), key=addrs.__getitem__)
+    i, n = 0, len(order)
+    while i < n:
+        j = i + 1
+        a = addrs[order[i]]
+        while j < n and addrs[order[j]] == a:
+            j += 1
+        if j - i > 1:
+            order[i:j] = sorted(order[i:j], key=lambda k: names[k].encode("utf-8", "surrogateescape"))
+        i = j
+    return order
 
 
 @dataclass
@@ -109,10 +128,9 @@ def text_map(path: str | os.PathLike) -> TextMap:
     vals = table.entries["value"][idx]
     secs = sh[idx]
     sizes = table.entries["size"][idx]
-    # nm -n: by address, equal addresses by name (binutils' numeric_forward -> non_numeric_forward)
-    order = sorted(range(len(idx)), key=lambda i: (int(vals[i]), names[i].encode("utf-8", "surrogateescape")))
     out = TextMap()
     vl, sl, zl = vals.tolist(), secs.tolist(), sizes.tolist()
+    order = nm_order(vl, names)
     for i in order:
         sec = img.sections[sl[i]]
         m = out.sections.get(sec.name)
@@ -127,15 +145,20 @@ def text_map(path: str | os.PathLike) -> TextMap:
 def text_map_from_rows(rows: Iterable[tuple[str, str, int, int]], starts: dict[str, int] | None = None) -> TextMap:
     """A map from stored rows (name, section, address, size): what :func:`text_map` read when the
     build was analyzed. ``starts``: section start addresses (else the first symbol's address)."""
-    by: dict[str, list[tuple[int, bytes, str, int]]] = {}
+    by: dict[str, tuple[list[str], list[int], list[int]]] = {}
     for name, sec, addr, size in rows:
-        by.setdefault(sec, []).append((addr, name.encode("utf-8", "surrogateescape"), name, size))
+        cols = by.get(sec)
+        if cols is None:
+            cols = by[sec] = ([], [], [])
+        cols[0].append(name)
+        cols[1].append(addr)
+        cols[2].append(size)
     out = TextMap()
-    for sec, items in by.items():
-        items.sort()
-        start = (starts or {}).get(sec, items[0][0])
-        out.sections[sec] = SectionMap(sec, start, [t[2] for t in items], [t[0] for t in items],
-                                       [t[3] for t in items])
+    for sec, (names, addrs, sizes) in by.items():
+        order = nm_order(addrs, names)
+        m = SectionMap(sec, 0, [names[i] for i in order], [addrs[i] for i in order], [sizes[i] for i in order])
+        m.start = (starts or {}).get(sec, m.addrs[0])
+        out.sections[sec] = m
     return out
 
 

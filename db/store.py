@@ -175,9 +175,10 @@ class Store(ABC):
         """Per object path, its hot functions at their link addresses, in address order (0015)."""
 
     @abstractmethod
-    def text_symbols(self, build_id: int, path: str, sections: list[str]) -> list[tuple[str, str, int, int]]:
-        """(name, section, address, size) of the object's stored symbols in those sections: the text map
-        ``analyzer.link_layout.text_map_from_rows`` rebuilds for a comparison."""
+    def text_symbols(self, build_ids: list[int], path: str, sections: list[str]
+                     ) -> dict[int, list[tuple[str, str, int, int]]]:
+        """Per build, (name, section, address, size) of its object's stored symbols in those sections: the
+        text map ``analyzer.link_layout.text_map_from_rows`` rebuilds for a comparison."""
 
     @abstractmethod
     def link_moves_for(self, build_id: int, base_build_id: int) -> list[Move] | None:
@@ -710,13 +711,21 @@ class SqliteStore(Store):
         return out
 
     @_retry_busy
-    def text_symbols(self, build_id: int, path: str, sections: list[str]) -> list[tuple[str, str, int, int]]:
-        rows = self._conn().execute(
-            "SELECT n.name, sn.name, s.\"offset\", s.size FROM objects o JOIN symbols s ON s.object_id = o.id "
-            "JOIN names n ON n.id = s.name_id JOIN names sn ON sn.id = s.section_id "
-            "WHERE o.build_id = ? AND o.path = ? AND sn.name IN (SELECT value FROM json_each(?))",
-            (build_id, path, json.dumps(sections)))
-        return [(n, sec, u64(a), z) for n, sec, a, z in rows]
+    def text_symbols(self, build_ids: list[int], path: str, sections: list[str]
+                     ) -> dict[int, list[tuple[str, str, int, int]]]:
+        # the symbols by name id, then each distinct name once for all the builds (a vmlinux pair shares
+        # nearly all of its ~50k text symbols): a third of the time of joining names per row
+        conn = self._conn()
+        secs = dict(conn.execute("SELECT id, name FROM names WHERE name IN (SELECT value FROM json_each(?))",
+                                 (json.dumps(sections),)))
+        got = {b: conn.execute(
+            "SELECT s.name_id, s.section_id, s.\"offset\", s.size FROM objects o JOIN symbols s ON s.object_id = o.id "
+            "WHERE o.build_id = ? AND o.path = ? AND s.section_id IN (SELECT value FROM json_each(?))",
+            (b, path, json.dumps(sorted(secs)))).fetchall() for b in build_ids}
+        ids = sorted({r[0] for rows in got.values() for r in rows})
+        names = dict(conn.execute("SELECT id, name FROM names WHERE id IN (SELECT value FROM json_each(?))",
+                                  (json.dumps(ids),)))
+        return {b: [(names[n], secs[sec], u64(a), z) for n, sec, a, z in rows] for b, rows in got.items()}
 
     @_retry_busy
     def link_moves_for(self, build_id: int, base_build_id: int) -> list[Move] | None:

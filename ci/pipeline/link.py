@@ -47,8 +47,8 @@ def compare_builds(store: Store, base_id: int, head_id: int, hot: HotPaths | Non
         return None, []
     for path in common:
         sections = sorted({p.section for p in base[path] + head[path]})
-        bm = text_map_from_rows(store.text_symbols(base_id, path, sections))
-        hm = text_map_from_rows(store.text_symbols(head_id, path, sections))
+        rows = store.text_symbols([base_id, head_id], path, sections)
+        bm, hm = text_map_from_rows(rows[base_id]), text_map_from_rows(rows[head_id])
         got = compare(bm, hm, hot)
         found += [FindingRow(f.kind, f.function, f.severity, f.message, f.to_dict())
                   for f in _findings.link_compare(got, CAUSES_KEPT)]
