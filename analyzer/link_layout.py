@@ -253,11 +253,9 @@ def layout(tm: TextMap, hot: HotPaths | None = None) -> LinkLayout:
     is_hot = hot_filter(hot or HotPaths())
     out = LinkLayout()
     for m in tm.sections.values():
-        keys = None
         for i, name in enumerate(m.names):
-            if is_hot(name):
-                keys = keys or m.keys()
-                out.functions.append(placement_at(m, i, keys[i][1]))
+            if is_hot(name):          # its ordinal: same-named symbols before it (a C-level count)
+                out.functions.append(placement_at(m, i, m.names[:i].count(name)))
                 out.sections[m.name] = m.start
     out.functions.sort(key=lambda f: (f.address, f.name))
     return out
