@@ -179,3 +179,20 @@ def test_store_check_and_damage(linked_store, tmp_path):
         (t,) = rep.toolchains
         assert t.link_moves is not None and len(t.link_moves) > 1
         assert "link addresses of hot functions" in text.patch_text(rep)
+
+
+def test_sizewatch_report_command(linked_store):
+    """``sizewatch report COMMIT --db STORE`` as a user runs it prints the link table (text and JSON)."""
+    import json
+    import subprocess
+    from conftest import sizewatch_cmd
+    _, path, plan, _, reports = linked_store
+    sha = plan.commits[0].sha
+    r = subprocess.run([*sizewatch_cmd(), "report", sha[:12], "--db", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "link addresses of hot functions (parent -> this patch):" in r.stdout
+    assert r.stdout == __import__("ci.reports.text", fromlist=["text"]).text(reports)
+    doc = json.loads(subprocess.run([*sizewatch_cmd(), "report", sha, "--json", "--db", str(path)],
+                                    capture_output=True, text=True, check=True).stdout)
+    (tc,) = doc["toolchains"]
+    assert tc["target"] == "vmlinux" and any(m["name"] == "__alloc_pages" and m["shift"] for m in tc["link_moves"])
