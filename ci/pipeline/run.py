@@ -21,6 +21,7 @@ from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mis
 from analyzer.errors import InputError
 from analyzer.kinds import Kind
 from ci.pipeline import analysis, builder
+from ci.pipeline.inline_costs import object_inline_cost
 from ci.pipeline.objects import object_record
 from ci.pipeline.plan import RunPlan, plan_range, plan_series
 from ci.reports.model import PatchReport, SeriesReport, commit_report, compute_tables, series_report
@@ -54,6 +55,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
         res = analysis.analyze(path, done.source, done.remarks.get(target, []), mcpu)
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
         obj.likely_paths = res.likely_paths
+        obj.inline_cost = object_inline_cost(path, target)
         findings += res.findings
         objects.append(obj)
         status = "ok"
