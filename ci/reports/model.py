@@ -13,10 +13,13 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
+from analyzer.inline_cost import InlineCost
+from analyzer.inline_cost_diff import InlineCostDiff, compare as compare_inline_cost
 from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.nm import Listing
 from db import bloat_tables
 from db.errors import StoreError
+from db.inline_cost import scope_note, to_inline_cost
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
 from toolchains.registry import sort_key
@@ -32,6 +35,57 @@ def symbol_set(rows: list[SymbolRow], label: str = "store") -> SymbolSet:
     """Stored symbols as the SymbolSet bloat.diff() takes (one listing: sizes sum by name anyway)."""
     return SymbolSet(label, [Listing([r.name for r in rows], [r.size for r in rows],
                                      "".join(r.letter for r in rows), [r.section or "" for r in rows])])
+
+
+@dataclass
+class InlineTotals:
+    """One build's caller symbols (those some DWARF range falls in), split: ``size == inlined + own +
+    undescribed`` (analyzer.inline_cost), with the bytes of inlined code in them."""
+    callers: int = 0
+    size: int = 0
+    inlined: int = 0
+    own: int = 0
+    undescribed: int = 0
+
+    @classmethod
+    def of(cls, ic: InlineCost) -> "InlineTotals":
+        t = cls(len(ic.callers))
+        for c in ic.callers.values():
+            t.size, t.inlined, t.own, t.undescribed = (t.size + c.size, t.inlined + c.inlined, t.own + c.own,
+                                                       t.undescribed + c.undescribed)
+        return t
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class InlineReport:
+    """Where a patch's inlined code landed under one toolchain (issue 14): the parent's and this
+    build's stored inline cost compared per inlined callee and per declaring file."""
+    diff: InlineCostDiff
+    old: InlineTotals
+    new: InlineTotals
+    scope: str = ""                     # '' : whole files; else the units a big vmlinux was limited to
+
+    @property
+    def changed(self) -> bool:
+        """Worth a table: some callee's bytes or instances, or some declaring file's, changed."""
+        return bool(self.diff.callees or self.diff.files)
+
+    def to_dict(self) -> dict:
+        return {**self.diff.to_dict(), "totals": {"old": self.old.to_dict(), "new": self.new.to_dict()},
+                "scope": self.scope}
+
+
+def inline_report(store: Store, base_id: int, head_id: int) -> InlineReport | None:
+    """The two builds' inline cost compared, from the store (None: one of them has none stored)."""
+    base_recs, head_recs = store.inline_costs_for(base_id), store.inline_costs_for(head_id)
+    base, head = to_inline_cost(base_recs), to_inline_cost(head_recs)
+    if base is None or head is None:
+        return None
+    scope = scope_note(base_recs + head_recs)
+    return InlineReport(compare_inline_cost(base, head), InlineTotals.of(base), InlineTotals.of(head), scope)
 
 
 @dataclass
@@ -51,6 +105,7 @@ class ToolchainReport:
     seconds: float = 0.0
     analyzed: bool = False              # inline facts stored (analysis_version > 0)
     carried: int = 0                    # single-object findings the parent build has too (same kind, function)
+    inline_cost: InlineReport | None = None   # None: not stored for one of the two builds
 
     @property
     def bloat_text(self) -> str:
@@ -66,7 +121,8 @@ class ToolchainReport:
                 "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
                 "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
                 "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed,
-                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried}
+                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried,
+                "inline_cost": self.inline_cost.to_dict() if self.inline_cost else None}
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -160,6 +216,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         rep.base_build_id, rep.base_status = base.id, base.status
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
+        rep.inline_cost = inline_report(store, base.id, build.id)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if base is not None and base.status == "ok":
         before = {(f.kind, f.function) for f in store.findings_for(base.id) if f.base_build_id is None}
