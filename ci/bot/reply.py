@@ -204,13 +204,13 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
             out.append("")
             out += table_lines(t, policy.max_table_rows, url)
             out.append("")
-            out += inline_block(t, items, policy.max_table_rows, url)
         elif t.status != "ok":
             out.append(f"{t.toolchain} build errors ({t.target}):")
             out.append("")
             for e in (t.errors or [f"build {t.status}"])[:10]:
                 out += para(tree_relative(e), "    ", "")
             out.append("")
+        out += inline_block(t, items, policy.max_table_rows, url)
     reasons = reasons_block(items, affected)
     if reasons:
         out.append("The compilers' reasons:")
