@@ -157,7 +157,8 @@ def _md_patch(p: PatchReport) -> list[str]:
 
 def _md_inline(ic: InlineReport) -> list[str]:
     d = ic.diff
-    out = ["Inline cost (bytes inlined, each in its innermost callee)" + (f", {ic.scope}" if ic.scope else "") + ":",
+    out = ["Inlined code (bytes, each in its innermost callee), parent → this commit"
+           + (f", {ic.scope}" if ic.scope else "") + ":",
            "", "| inlined callee | declared in | instances | old | new | delta | callers that changed most |",
            "|---|---|---:|---:|---:|---:|---|"]
     for r in d.callees[:INLINE_CALLEES]:
@@ -172,8 +173,12 @@ def _md_inline(ic: InlineReport) -> list[str]:
     if len(d.files) > INLINE_FILES:
         out.append(f"| … {len(d.files) - INLINE_FILES} more | | | | |")
     uo, un = d.unattributed_old, d.unattributed_new
-    out += ["", f"Inlined bytes {d.inlined_old} → {d.inlined_new} ({d.inlined_new - d.inlined_old:+d}); "
-                f"not attributed: {uo['outside_symbols']} → {un['outside_symbols']} bytes outside any symbol, "
+    o, n = ic.old, ic.new
+    out += ["", f"Inlined bytes {d.inlined_old} → {d.inlined_new} ({d.inlined_new - d.inlined_old:+d}) in "
+                f"{o.callers} → {n.callers} caller symbols of {o.size} → {n.size} bytes = inlined {o.inlined} → "
+                f"{n.inlined} + own code {o.own} → {n.own} + no DWARF range {o.undescribed} → {n.undescribed}; "
+                f"not attributed: {uo['outside_symbols']} → {un['outside_symbols']} inlined bytes outside any symbol, "
+                f"{uo['no_origin_name']} → {un['no_origin_name']} of unnamed origins, "
                 f"{uo['empty_instances']} → {un['empty_instances']} instances without code.", ""]
     return out
 
