@@ -121,9 +121,10 @@ class Store(ABC):
 
     @abstractmethod
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
-                          tables: dict | None = None) -> None:
+                          tables: dict | None = None, inline_cost: dict | None = None) -> None:
         """Store the head-vs-base findings of two stored builds (replacing earlier ones), with their
-        bloat-o-meter tables when given (``db.bloat_tables.to_stored``) and the counts the dashboard
+        bloat-o-meter tables when given (``db.bloat_tables.to_stored``), their inline-cost comparison
+        when given (``ci.reports.model.InlineReport.to_dict``, 0014) and the counts the dashboard
         shows (``db.finding_counts``)."""
 
     @abstractmethod
@@ -199,6 +200,10 @@ class Store(ABC):
     @abstractmethod
     def comparison_tables(self, build_id: int, base_build_id: int) -> dict | None:
         """The tables stored with a comparison (None: not stored)."""
+
+    @abstractmethod
+    def comparison_inline_cost(self, build_id: int, base_build_id: int) -> dict | None:
+        """The inline-cost comparison stored with a comparison (None: not stored, or unreadable)."""
 
     @abstractmethod
     def function_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
@@ -552,7 +557,7 @@ class SqliteStore(Store):
                            f.function, f.severity, f.message, json.dumps(f.data)) for f in findings])
 
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
-                          tables: dict | None = None) -> None:
+                          tables: dict | None = None, inline_cost: dict | None = None) -> None:
         with self._tx() as conn:
             conn.execute("DELETE FROM findings WHERE build_id = ? AND base_build_id = ?", (build_id, base_build_id))
             self._insert_findings(conn, build_id, findings, base_build_id)
@@ -565,6 +570,10 @@ class SqliteStore(Store):
                 conn.execute("INSERT OR REPLACE INTO comparison_tables(build_id, base_build_id, tables_z) "
                              "VALUES (?, ?, ?)",
                              (build_id, base_build_id, compress(json.dumps(tables, separators=(",", ":")))))
+            if inline_cost is not None:     # (in this transaction: the comparisons upsert's triggers cover it)
+                conn.execute("INSERT OR REPLACE INTO comparison_inline_costs(build_id, base_build_id, report_z) "
+                             "VALUES (?, ?, ?)",
+                             (build_id, base_build_id, compress(json.dumps(inline_cost, separators=(",", ":")))))
 
     @staticmethod
     def _finding_keys(conn: sqlite3.Connection, build_ids: list[int]) -> dict[int, list[tuple]]:
@@ -794,6 +803,15 @@ class SqliteStore(Store):
         what = f"bloat-o-meter tables of build {build_id} vs {base_build_id}"
         got = loads(decompress(row[0], what), what)
         return got or None               # unreadable: computed again from the stored symbols
+
+    @_retry_busy
+    def comparison_inline_cost(self, build_id: int, base_build_id: int) -> dict | None:
+        row = self._conn().execute("SELECT report_z FROM comparison_inline_costs WHERE build_id = ? "
+                                   "AND base_build_id = ?", (build_id, base_build_id)).fetchone()
+        if not row:
+            return None
+        what = f"inline cost of build {build_id} vs {base_build_id}"
+        return loads(decompress(row[0], what), what) or None     # unreadable: compared again from the rows
 
     @staticmethod
     def _build_filters(toolchain: str | None, tree: str | None, target: str | None) -> tuple[str, list]:

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
 from analyzer.inline_cost import InlineCost
-from analyzer.inline_cost_diff import InlineCostDiff, compare as compare_inline_cost
+from analyzer.inline_cost_diff import (CalleeDelta, CallerDelta, FileDelta, InlineCostDiff,
+                                      compare as compare_inline_cost)
 from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.nm import Listing
 from db import bloat_tables
@@ -78,8 +79,31 @@ class InlineReport:
                 "scope": self.scope}
 
 
+def inline_report_from_dict(d: dict) -> InlineReport:
+    """An InlineReport as stored with its comparison (``InlineReport.to_dict``, 0014)."""
+    callees = [CalleeDelta(r["name"], r["decl_file"], r["instances_old"], r["instances_new"], r["old"], r["new"],
+                           [CallerDelta(c["symbol"], c["old"], c["new"]) for c in r["callers"]],
+                           r["including_old"], r["including_new"]) for r in d["callees"]]
+    files = [FileDelta(f["file"], f["instances_old"], f["instances_new"], f["old"], f["new"]) for f in d["files"]]
+    diff = InlineCostDiff(callees, files, d["inlined"]["old"], d["inlined"]["new"], d["unattributed"]["old"],
+                          d["unattributed"]["new"])
+    return InlineReport(diff, InlineTotals(**d["totals"]["old"]), InlineTotals(**d["totals"]["new"]), d["scope"])
+
+
+def stored_inline_report(store: Store, base_id: int, head_id: int) -> InlineReport | None:
+    """The inline-cost comparison stored with the pair (computed once by the pipeline), else made
+    from the two builds' rows (a pair compared before 0014, or a damaged row: the same report)."""
+    doc = store.comparison_inline_cost(head_id, base_id)
+    if doc:
+        try:
+            return inline_report_from_dict(doc)
+        except (KeyError, TypeError, ValueError):
+            pass
+    return inline_report(store, base_id, head_id)
+
+
 def inline_report(store: Store, base_id: int, head_id: int) -> InlineReport | None:
-    """The two builds' inline cost compared, from the store (None: one of them has none stored)."""
+    """The two builds' inline cost compared, from their rows (None: one of them has none stored)."""
     base_recs, head_recs = store.inline_costs_for(base_id), store.inline_costs_for(head_id)
     base, head = to_inline_cost(base_recs), to_inline_cost(head_recs)
     if base is None or head is None:
@@ -216,7 +240,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         rep.base_build_id, rep.base_status = base.id, base.status
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
-        rep.inline_cost = inline_report(store, base.id, build.id)
+        rep.inline_cost = stored_inline_report(store, base.id, build.id)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if base is not None and base.status == "ok":
         before = {(f.kind, f.function) for f in store.findings_for(base.id) if f.base_build_id is None}

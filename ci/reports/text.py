@@ -88,8 +88,6 @@ def toolchain_text(t: ToolchainReport) -> str:
         lines.append(f"parent build {t.base_status}: no size table")
     else:
         lines.append(t.bloat_text.rstrip("\n"))
-        if t.inline_cost is not None and t.inline_cost.changed:
-            lines += inline_lines(t.inline_cost)
     f = _finding_lines(t)
     if f:
         lines.append("findings:")
@@ -98,6 +96,8 @@ def toolchain_text(t: ToolchainReport) -> str:
         lines.append("findings: inline analysis not stored for this build")
     elif t.status == "ok" and t.base_status == "ok":
         lines.append("findings: none")
+    if t.inline_cost is not None and t.inline_cost.changed:     # after the findings: where their bytes went
+        lines += inline_lines(t.inline_cost)
     return "\n".join(lines) + "\n"
 
 

@@ -62,3 +62,16 @@ CREATE TABLE inline_files (
     bytes      INTEGER NOT NULL,
     PRIMARY KEY (object_id, file_id)
 );
+
+-- a comparison's inline cost (ci.reports.model.InlineReport as JSON, zlib), computed once when the
+-- pipeline compares two builds, as comparison_tables keeps the bloat-o-meter tables: a patch page
+-- then reads one row instead of both builds' rows (~50 ms a toolchain for page_alloc.o). Written in
+-- Store.record_comparison's transaction, whose upsert of the comparisons row fires 0012's
+-- comparison triggers (no trigger here). A pair without one is compared from the rows per request.
+CREATE TABLE comparison_inline_costs (
+    build_id      INTEGER NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
+    base_build_id INTEGER NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
+    report_z      BLOB NOT NULL,
+    PRIMARY KEY (build_id, base_build_id)
+);
+CREATE INDEX comparison_inline_costs_base ON comparison_inline_costs(base_build_id);
