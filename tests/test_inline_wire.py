@@ -78,6 +78,13 @@ def test_store_round_trip(compile_c, tmp_path):
                                               analysis_version=4))
         assert store.inline_costs_for(bid2) == []
         assert [p.bytes for p in store.inline_history("scale")] == [ic.callees["scale"].bytes]
+        # a comparison's inline cost moves the commit page's stamp (cached pages follow it)
+        from ci.reports.model import inline_report
+        before = store.change_stamp(commit="b" * 40)
+        assert inline_report(store, bid, bid2) is None              # the head has none stored: no table
+        store.record_comparison(bid2, bid, [], None, {"callees": []})
+        assert store.change_stamp(commit="b" * 40) != before
+        assert store.comparison_inline_cost(bid2, bid) == {"callees": []}
 
 
 def test_vmlinux_scope_is_bounded(tmp_path, compile_c):
