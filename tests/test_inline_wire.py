@@ -85,6 +85,18 @@ def test_store_round_trip(compile_c, tmp_path):
         store.record_comparison(bid2, bid, [], None, {"callees": []})
         assert store.change_stamp(commit="b" * 40) != before
         assert store.comparison_inline_cost(bid2, bid) == {"callees": []}
+    # a function only ever seen inlined (no symbol, no inline facts stored) still has a page: its inlined copies
+    from web.app import create_app
+    from web.settings import WebSettings
+    client = create_app(WebSettings(tmp_path / "s.db", jobs_dir=tmp_path / "jobs")).test_client()
+    page = client.get("/function/scale")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "it is only seen inlined" in html and "Inlined copies" in html
+    d = client.get("/api/function/scale").get_json()
+    assert d["chart"] is None and [c["bytes"] for c in d["inlined"]["current"]] == [ic.callees["scale"].bytes]
+    assert d["inlined"]["changes"] == [] and d["inlined"]["points"] == 1     # the other build has no inline cost
+    assert client.get("/function/not_here").status_code == 404
 
 
 def test_vmlinux_scope_is_bounded(tmp_path, compile_c):
