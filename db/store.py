@@ -571,8 +571,8 @@ class SqliteStore(Store):
                              "VALUES (?, ?, ?)",
                              (build_id, base_build_id, compress(json.dumps(tables, separators=(",", ":")))))
             if inline_cost is not None:     # (in this transaction: the comparisons upsert's triggers cover it)
-                conn.execute("INSERT OR REPLACE INTO comparison_inline_costs(build_id, base_build_id, report_z) "
-                             "VALUES (?, ?, ?)",
+                conn.execute("INSERT INTO comparison_inline_costs(build_id, base_build_id, report_z) VALUES (?, ?, ?) "
+                             "ON CONFLICT(build_id, base_build_id) DO UPDATE SET report_z = excluded.report_z",
                              (build_id, base_build_id, compress(json.dumps(inline_cost, separators=(",", ":")))))
 
     @staticmethod

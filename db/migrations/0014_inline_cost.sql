@@ -5,17 +5,19 @@
 -- Store.record_build's transaction (the build row's change-counter triggers of 0012 cover these
 -- rows, as they cover objects and symbols: no trigger here). Builds analyzed before have no rows;
 -- the pipeline analyzes them again from their cached objects (analysis version 5).
--- Portable SQL only: plain tables and indexes, no WITHOUT ROWID, no partial index.
+-- Portable SQL only (PG-CONVENTION: plain tables and indexes; the store writes upserts, never
+-- INSERT OR REPLACE, into them).
 
 CREATE TABLE inline_costs (
-    object_id        INTEGER PRIMARY KEY REFERENCES objects(id) ON DELETE CASCADE,
+    object_id        INTEGER NOT NULL REFERENCES objects(id) ON DELETE CASCADE,
     units            INTEGER NOT NULL,          -- compilation units read
     scope            TEXT NOT NULL DEFAULT '',  -- '' : the whole file; else the units read (JSON list)
     inlined_bytes    INTEGER NOT NULL,          -- each byte once, in its innermost callee, inside caller symbols
     outside_symbols  INTEGER NOT NULL,          -- not attributed: instance bytes in no function symbol
     no_origin_name   INTEGER NOT NULL,          -- ... bytes of instances whose origin has no name
     empty_instances  INTEGER NOT NULL,          -- ... instances without a code range (0 bytes)
-    undescribed      INTEGER NOT NULL           -- ... caller symbols' bytes no DWARF range covers
+    undescribed      INTEGER NOT NULL,          -- ... caller symbols' bytes no DWARF range covers
+    PRIMARY KEY (object_id)
 );
 
 CREATE TABLE inline_callees (
