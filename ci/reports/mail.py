@@ -109,5 +109,5 @@ def inline_block(t: ToolchainReport, items: list[Reportable], max_rows: int, url
     under it (``[report] inline_growth_bytes`` / ``inline_growth_percent``): where the bytes landed."""
     if t.inline_cost is None or not any(r.kind == Kind.INLINE_GROWTH and r.toolchain == t.toolchain for r in items):
         return []
-    lines = inline_lines(t.inline_cost, callees=max(1, max_rows // 4), files=max(1, max_rows // 5), more=url)
+    lines = inline_lines(t.inline_cost, callees=max(1, max_rows // 8), files=max(1, max_rows // 8), more=url)
     return [f"inlined code, {t.toolchain}, {t.target}:", "", *lines[1:], ""]
