@@ -356,3 +356,28 @@ def test_stored_comparison_is_the_rows_comparison(built, example_store, tmp_path
         assert stored_inline_report(store, base, head).to_dict() == want
     res = check_store(db)
     assert not res.ok and "comparison_inline_costs.report_z not readable zlib data" in res.line()
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_vmlinux_whole_and_restricted():
+    """A vmlinux (the tests' tinyconfig one, cached by tests/kernel_images.py): read whole under the
+    limit, every unit; over it, the allocator's unit only, with the scope stored and reported."""
+    from kernel_images import tiny_vmlinux
+    from ci.pipeline.inline_costs import RESTRICTED_UNITS, object_inline_cost
+    from db.inline_cost import scope_note, to_inline_cost
+    vmlinux = tiny_vmlinux().vmlinux[0]
+    whole = object_inline_cost(vmlinux, "vmlinux")
+    assert whole.scope == () and whole.units > 100
+    part = object_inline_cost(vmlinux, "vmlinux", whole_limit=0)
+    assert part.scope == RESTRICTED_UNITS and part.units == 1
+    assert scope_note([part]) == "restricted to the units mm/page_alloc.c"
+    # kernel-wide: a helper of the allocator's header is inlined in more units than page_alloc.c's
+    w, p = to_inline_cost([whole]), to_inline_cost([part])
+    assert w.callees["__rmqueue_smallest"].bytes == p.callees["__rmqueue_smallest"].bytes > 0
+    assert max(c.units for c in whole.callees if c.decl_file == "include/linux/mmzone.h") > 1
+    assert w.inlined_bytes > p.inlined_bytes
+    nm = nm_text_sizes(vmlinux)           # a name's copies DWARF never touches are not callers: bounded by nm
+    for c in whole.callers:
+        assert c.size <= nm[c.symbol] and c.inlined + c.own + c.undescribed == c.size
+    assert sum(c.size == nm[c.symbol] for c in whole.callers) > 0.95 * len(whole.callers)
