@@ -48,6 +48,8 @@ class Kind(str, Enum):
     LINK_CACHE_LINES = ("link_cache_lines", "warning", Scope.CHANGE,
                         "a hot function spans more 64-byte cache lines at its link address")
     GROWTH = ("growth", "warning", Scope.SERIES, "the target grew past the configured threshold")
+    INLINE_GROWTH = ("inline_growth", "warning", Scope.SERIES,
+                     "an inline function's bytes in the whole target grew past the configured threshold")
     PUSHED_OUT_OF_LINE = ("pushed_out_of_line", "warning", Scope.CHANGE,
                           "an unchanged function left inline because another one became inlined")
     NEWLY_OUT_OF_LINE = ("newly_out_of_line", "warning", Scope.CHANGE, "a function is no longer inlined")

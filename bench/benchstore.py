@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 from db import bloat_tables
-from ci.reports.model import compute_tables
+from ci.reports.model import compute_tables, inline_report
 from db.store import open_store
 from toolchains.registry import all_toolchains
 from toolchains.source import cache_dir
 
 BENCH_TREE = "bench-linux"
-FORMAT = 3          # bump when the generated layout changes: cached stores are rebuilt
+FORMAT = 4          # bump when the generated layout changes: cached stores are rebuilt
+# 4: inline cost (migration 0014): the builds' inline rows and the comparisons' inline reports.
 # 3: the matrix page's rows (migration 0013). The format is in the cached files' names: a store (or
 # seed) written by this code has a newer schema than older code accepts, so it never takes the
 # place of one that other checkouts still read.
@@ -107,15 +108,16 @@ def large_store(path: Path | None = None, commits: int = 1000, toolchains: int =
 def _compare(seed: Path, path: Path, pairs: list[tuple[int, int, int, int]], upto: int | None = None) -> None:
     """Each commit compared with its parent through ``Store.record_comparison``, as the pipeline records
     it: the seed's findings for the same pair of seed builds (none where the seed has no such
-    comparison) and the bloat-o-meter tables, computed from the seed's symbols (a replica's symbols
-    are its seed build's) once per pair of seed builds."""
+    comparison), the bloat-o-meter tables and the inline-cost report, computed from the seed's rows (a
+    replica's rows are its seed build's) once per pair of seed builds."""
     done: dict[tuple[int, int], tuple[list, dict]] = {}
     with open_store(seed) as src, open_store(path, upto=upto) as dst:
         for head, base, seed_head, seed_base in pairs:
             if (seed_head, seed_base) not in done:
                 findings = [f for f in src.findings_for(seed_head, seed_base) if f.base_build_id == seed_base]
+                inline = inline_report(src, seed_base, seed_head) if upto is None or upto >= 14 else None
                 done[(seed_head, seed_base)] = (findings, bloat_tables.to_stored(
-                    compute_tables(src, seed_base, seed_head)))
+                    compute_tables(src, seed_base, seed_head)), inline.to_dict() if inline else None)
             dst.record_comparison(head, base, *done[(seed_head, seed_base)])
 
 
@@ -143,6 +145,7 @@ def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> l
         same = [tc for tc in complete if tc == name] or \
                [tc for tc in complete if tc.split("-")[0] == name.split("-")[0]] or complete
         source[name] = same[i % len(same)]
+    inline = conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'inline_costs'").fetchone() is not None
     conn.execute("INSERT OR IGNORE INTO names(name) SELECT name FROM seed.names")
     conn.execute("CREATE TEMP TABLE nmap AS SELECT sn.id AS old, mn.id AS new FROM seed.names sn "
                  "JOIN main.names mn ON mn.name = sn.name")
@@ -173,7 +176,7 @@ def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> l
         cid = conn.execute("SELECT max(id) FROM commits").fetchone()[0]
         for name in names:
             src = by_tc[source[name]][src_sha]
-            build_ids[(i, name)] = _copy_build(conn, src, cid, tc_ids[name], cfg_id)
+            build_ids[(i, name)] = _copy_build(conn, src, cid, tc_ids[name], cfg_id, inline)
         parent = sha
     # each build against its parent's, and the seed builds they replicate (compared by _compare)
     pairs = []
@@ -198,7 +201,29 @@ def _replicate(conn: sqlite3.Connection, n_commits: int, n_toolchains: int) -> l
     return pairs
 
 
-def _copy_build(conn: sqlite3.Connection, src: int, commit_id: int, toolchain_id: int, config_id: int) -> int:
+def _copy_inline_cost(conn: sqlite3.Connection, oid: int, new_oid: int) -> None:
+    """An object's inline-cost rows (0014), names mapped."""
+    conn.execute("INSERT INTO inline_costs(object_id, units, scope, inlined_bytes, outside_symbols, no_origin_name, "
+                 "empty_instances, undescribed) SELECT ?, units, scope, inlined_bytes, outside_symbols, "
+                 "no_origin_name, empty_instances, undescribed FROM seed.inline_costs WHERE object_id = ?",
+                 (new_oid, oid))
+    conn.execute("INSERT INTO inline_callees(object_id, pos, name_id, decl_file_id, instances, bytes, including, "
+                 "empty, callers, units) SELECT ?, c.pos, n.new, d.new, c.instances, c.bytes, c.including, c.empty, "
+                 "c.callers, c.units FROM seed.inline_callees c JOIN nmap n ON n.old = c.name_id "
+                 "LEFT JOIN nmap d ON d.old = c.decl_file_id WHERE c.object_id = ?", (new_oid, oid))
+    conn.execute("INSERT INTO inline_callee_callers(object_id, pos, caller_id, bytes) SELECT ?, p.pos, n.new, p.bytes "
+                 "FROM seed.inline_callee_callers p JOIN nmap n ON n.old = p.caller_id WHERE p.object_id = ?",
+                 (new_oid, oid))
+    conn.execute("INSERT INTO inline_callers(object_id, name_id, size, inlined, own, undescribed) "
+                 "SELECT ?, n.new, c.size, c.inlined, c.own, c.undescribed FROM seed.inline_callers c "
+                 "JOIN nmap n ON n.old = c.name_id WHERE c.object_id = ?", (new_oid, oid))
+    conn.execute("INSERT INTO inline_files(object_id, file_id, callees, instances, bytes) "
+                 "SELECT ?, n.new, f.callees, f.instances, f.bytes FROM seed.inline_files f "
+                 "JOIN nmap n ON n.old = f.file_id WHERE f.object_id = ?", (new_oid, oid))
+
+
+def _copy_build(conn: sqlite3.Connection, src: int, commit_id: int, toolchain_id: int, config_id: int,
+                inline: bool = False) -> int:
     conn.execute("INSERT INTO builds(commit_id, toolchain_id, config_id, target, status, method, seconds, started_at, "
                  "log_z, errors, analysis_version) SELECT ?, ?, ?, target, status, method, seconds, started_at, log_z, "
                  "errors, analysis_version FROM seed.builds WHERE id = ?", (commit_id, toolchain_id, config_id, src))
@@ -220,6 +245,8 @@ def _copy_build(conn: sqlite3.Connection, src: int, commit_id: int, toolchain_id
                      "SELECT ?, ce.new, cr.new, r.passed, r.reason, r.location FROM seed.remarks r "
                      "LEFT JOIN nmap ce ON ce.old = r.callee_id LEFT JOIN nmap cr ON cr.old = r.caller_id "
                      "WHERE r.object_id = ?", (new_oid, oid))
+        if inline:
+            _copy_inline_cost(conn, oid, new_oid)
     conn.execute("INSERT INTO findings(build_id, base_build_id, kind, function, severity, message, data) "
                  "SELECT ?, NULL, kind, function, severity, message, data FROM seed.findings "
                  "WHERE build_id = ? AND base_build_id IS NULL", (bid, src))

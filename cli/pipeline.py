@@ -91,14 +91,21 @@ def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: b
 @click.argument("function")
 @click.option("--toolchain", default=None, help="only this toolchain")
 @click.option("--target", default=None, help="only this target")
+@click.option("--inlined", is_flag=True,
+              help="its inlined copies instead: instances and bytes in the whole target (kernel-wide in a vmlinux)")
 @click.option("--json", "as_json", is_flag=True)
 @db_option
-def history_cmd(function: str, toolchain: str | None, target: str | None, as_json: bool, db: str | None) -> None:
-    """Size and inline status of FUNCTION (with its clones) across the stored commits."""
+def history_cmd(function: str, toolchain: str | None, target: str | None, inlined: bool, as_json: bool,
+                db: str | None) -> None:
+    """Size and inline status of FUNCTION (with its clones) across the stored commits; with --inlined,
+    the instances and bytes of its inlined copies (from the stored inline cost)."""
     import json
     from db.errors import StoreError
     with one_line_errors():
         with open_store(db, read_only=True) as store:
+            if inlined:
+                _inlined_history(store, function, toolchain, target, as_json)
+                return
             points = store.function_history(function, toolchain, target=target)
             if not points:
                 raise StoreError(f"{function}: not found in any stored build")
@@ -114,6 +121,28 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, as_jso
                 last[p.toolchain] = size
                 click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
                            f"{p.subject[:60]}")
+
+
+def _inlined_history(store, function: str, toolchain: str | None, target: str | None, as_json: bool) -> None:
+    """``history --inlined``: a row per stored build with an inline cost, in history order."""
+    import json
+    from db.errors import StoreError
+    points = store.inline_history(function, toolchain, target=target)
+    if not points:
+        raise StoreError(f"{function}: not inlined in any stored build with an inline cost"
+                         + (f" under {toolchain}" if toolchain else ""))
+    if as_json:
+        click.echo(json.dumps([p.to_dict() for p in points], indent=2))
+        return
+    click.echo(f"{'commit':12}  {'toolchain':9}  {'target':16}  {'inst':>5}  {'bytes':>7}  {'delta':>6}  "
+               f"{'incl':>7}  {'callers':>7}  subject")
+    last: dict[tuple[str, str], int] = {}
+    for p in points:
+        prev = last.get((p.toolchain, p.target))
+        delta = "" if prev is None else f"{p.bytes - prev:+d}"
+        last[(p.toolchain, p.target)] = p.bytes
+        click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {p.target:16}  {p.instances:5d}  {p.bytes:7d}  {delta:>6}  "
+                   f"{p.including:7d}  {p.callers:7d}  {p.subject[:50]}")
 
 
 def _status(p) -> str:

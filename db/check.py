@@ -24,7 +24,8 @@ JSON_COLUMNS = (("builds", "errors"), ("objects", "sections"), ("functions", "fa
                 ("likely_paths", "calls"), ("matrix_tables", "toolchains"), ("matrix_rows", "cells"),
                 ("link_layouts", "neighbours"), ("link_moves", "data"))
 ZLIB_COLUMNS = (("builds", "log_z"), ("objects", "facts_z"), ("series", "cover_z"),
-                ("comparison_tables", "tables_z"), ("bot_messages", "raw_z"), ("bot_mails", "raw_z"))
+                ("comparison_tables", "tables_z"), ("comparison_inline_costs", "report_z"), ("bot_messages", "raw_z"),
+                ("bot_mails", "raw_z"))
 TEXT_COLUMNS = (("commits", "subject"), ("commits", "author"), ("series", "subject"), ("series", "author"),
                 ("series", "error"), ("findings", "message"), ("bot_messages", "subject"), ("bot_series", "subject"))
 # (what, query counting rows that point nowhere)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer.cost import FunctionCost
 from analyzer.link_layout import HotPlacement
+from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 
 
 @dataclass
@@ -83,6 +84,66 @@ class FindingRow:
 
 
 @dataclass
+class InlineCalleeRow:
+    """One inlined callee of an object as stored (analyzer.inline_cost.CalleeCost with its units
+    counted, not named: a header helper sits in hundreds of a vmlinux's units)."""
+    name: str
+    decl_file: str | None
+    instances: int = 0
+    bytes: int = 0
+    including: int = 0
+    empty: int = 0
+    units: int = 0
+    callers: dict[str, int] = field(default_factory=dict)     # caller symbol -> bytes, biggest first
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class InlineCostRecord:
+    """An object's inline cost as stored (migration 0014): what ``db.inline_cost.to_inline_cost``
+    turns back into an analyzer.inline_cost.InlineCost for a comparison."""
+    path: str                                     # the object, relative to the build dir
+    units: int
+    callees: list[InlineCalleeRow] = field(default_factory=list)
+    callers: list[CallerCost] = field(default_factory=list)
+    files: list[FileCost] = field(default_factory=list)
+    unattributed: Unattributed = field(default_factory=Unattributed)
+    inlined_bytes: int = 0
+    scope: tuple[str, ...] = ()                   # the units read when restricted; () : the whole file
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "units": self.units, "scope": list(self.scope),
+                "inlined_bytes": self.inlined_bytes, "unattributed": self.unattributed.to_dict(),
+                "callees": [c.to_dict() for c in self.callees], "callers": [c.to_dict() for c in self.callers],
+                "files": [f.to_dict() for f in self.files]}
+
+
+@dataclass
+class InlinePoint:
+    """An inline function in one stored build (``sizewatch history --inlined``, the function page):
+    its instances and bytes summed over the build's objects; 0 where the build's inline cost is
+    stored but the function is inlined nowhere."""
+    commit_sha: str
+    subject: str
+    date: str
+    toolchain: str
+    toolchain_version: str
+    target: str
+    build_id: int
+    instances: int
+    bytes: int
+    including: int
+    callers: int
+    units: int
+    decl_files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
 class ObjectRecord:
     """One built object with everything read from it."""
     path: str                                     # relative to the build dir
@@ -98,6 +159,7 @@ class ObjectRecord:
     id: int | None = None
     likely_paths: list[FunctionCost] = field(default_factory=list)   # hot functions' likely paths
     link_layout: list[HotPlacement] = field(default_factory=list)    # hot functions at link addresses (vmlinux)
+    inline_cost: InlineCostRecord | None = None   # where inlined code lands (0014); None: not computed
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator
 
 from analyzer.cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move, Neighbour
+from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 from db import changes as _changes, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import s64, u64
@@ -30,7 +31,8 @@ from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy 
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
-                       FunctionSeries, HistoryPoint, MatrixRow, ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
+                       FunctionSeries, HistoryPoint, InlineCalleeRow, InlineCostRecord, InlinePoint, MatrixRow,
+                       ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
 
 TEXT_LETTERS = ("t", "T", "w", "W")
 
@@ -121,9 +123,11 @@ class Store(ABC):
 
     @abstractmethod
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
-                          tables: dict | None = None, link_moves: list[Move] | None = None) -> None:
+                          tables: dict | None = None, inline_cost: dict | None = None,
+                          link_moves: list[Move] | None = None) -> None:
         """Store the head-vs-base findings of two stored builds (replacing earlier ones), with their
-        bloat-o-meter tables when given (``db.bloat_tables.to_stored``), the counts the dashboard
+        bloat-o-meter tables when given (``db.bloat_tables.to_stored``), their inline-cost comparison
+        when given (``ci.reports.model.InlineReport.to_dict``, 0014), the counts the dashboard
         shows (``db.finding_counts``) and, for linked targets, the hot functions' moves (0015; kept
         when not given)."""
 
@@ -187,6 +191,14 @@ class Store(ABC):
     @abstractmethod
     def link_points(self, name: str, build_ids: list[int]) -> dict[int, HotPlacement]:
         """{build id: the function at its link address} in those builds (first of its name)."""
+    def inline_costs_for(self, build_id: int) -> list[InlineCostRecord]:
+        """The inline cost of each of the build's objects that has one stored (migration 0014), by path."""
+
+    @abstractmethod
+    def inline_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                       target: str | None = None) -> list[InlinePoint]:
+        """An inline function's instances and bytes in every stored build that has an inline cost
+        (0 where it is inlined nowhere), along history; [] when no build inlines it anywhere."""
 
     @abstractmethod
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -208,6 +220,10 @@ class Store(ABC):
     @abstractmethod
     def comparison_tables(self, build_id: int, base_build_id: int) -> dict | None:
         """The tables stored with a comparison (None: not stored)."""
+
+    @abstractmethod
+    def comparison_inline_cost(self, build_id: int, base_build_id: int) -> dict | None:
+        """The inline-cost comparison stored with a comparison (None: not stored, or unreadable)."""
 
     @abstractmethod
     def function_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
@@ -534,6 +550,31 @@ class SqliteStore(Store):
                            json.dumps({"prev": p.prev.to_dict() if p.prev else None,
                                        "next": p.next.to_dict() if p.next else None}))
                           for i, p in enumerate(obj.link_layout)])
+        if obj.inline_cost is not None:
+            self._insert_inline_cost(conn, oid, obj.inline_cost)
+
+    def _insert_inline_cost(self, conn: sqlite3.Connection, oid: int, ic: InlineCostRecord) -> None:
+        """An object's inline cost (0014), in the transaction writing its build."""
+        ids = self._name_ids(conn, [c.name for c in ic.callees] + [c.decl_file for c in ic.callees]
+                             + [s for c in ic.callees for s in c.callers] + [c.symbol for c in ic.callers]
+                             + [f.file for f in ic.files])
+        u = ic.unattributed
+        conn.execute("INSERT INTO inline_costs(object_id, units, scope, inlined_bytes, outside_symbols, "
+                     "no_origin_name, empty_instances, undescribed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (oid, ic.units, json.dumps(list(ic.scope)) if ic.scope else "", ic.inlined_bytes,
+                      u.outside_symbols, u.no_origin_name, u.empty_instances, u.undescribed))
+        conn.executemany("INSERT INTO inline_callees(object_id, pos, name_id, decl_file_id, instances, bytes, "
+                         "including, empty, callers, units) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(oid, i, ids[c.name], ids.get(c.decl_file) if c.decl_file else None, c.instances,
+                           c.bytes, c.including, c.empty, len(c.callers), c.units) for i, c in enumerate(ic.callees)])
+        conn.executemany("INSERT INTO inline_callee_callers(object_id, pos, caller_id, bytes) VALUES (?, ?, ?, ?)",
+                         [(oid, i, ids[s], n) for i, c in enumerate(ic.callees) for s, n in c.callers.items()])
+        conn.executemany("INSERT INTO inline_callers(object_id, name_id, size, inlined, own, undescribed) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         [(oid, ids[c.symbol], c.size, c.inlined, c.own, c.undescribed) for c in ic.callers])
+        conn.executemany("INSERT INTO inline_files(object_id, file_id, callees, instances, bytes) "
+                         "VALUES (?, ?, ?, ?, ?)",
+                         [(oid, ids[f.file], f.callees, f.instances, f.bytes) for f in ic.files])
 
     @staticmethod
     def _insert_findings(conn: sqlite3.Connection, build_id: int, findings: list[FindingRow],
@@ -544,7 +585,8 @@ class SqliteStore(Store):
                            f.function, f.severity, f.message, json.dumps(f.data)) for f in findings])
 
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
-                          tables: dict | None = None, link_moves: list[Move] | None = None) -> None:
+                          tables: dict | None = None, inline_cost: dict | None = None,
+                          link_moves: list[Move] | None = None) -> None:
         with self._tx() as conn:
             if link_moves is not None:      # in the transaction that upserts the comparisons row (0015)
                 conn.execute("DELETE FROM link_moves WHERE build_id = ? AND base_build_id = ?",
@@ -566,6 +608,10 @@ class SqliteStore(Store):
                 conn.execute("INSERT OR REPLACE INTO comparison_tables(build_id, base_build_id, tables_z) "
                              "VALUES (?, ?, ?)",
                              (build_id, base_build_id, compress(json.dumps(tables, separators=(",", ":")))))
+            if inline_cost is not None:     # (in this transaction: the comparisons upsert's triggers cover it)
+                conn.execute("INSERT INTO comparison_inline_costs(build_id, base_build_id, report_z) VALUES (?, ?, ?) "
+                             "ON CONFLICT(build_id, base_build_id) DO UPDATE SET report_z = excluded.report_z",
+                             (build_id, base_build_id, compress(json.dumps(inline_cost, separators=(",", ":")))))
 
     @staticmethod
     def _finding_keys(conn: sqlite3.Connection, build_ids: list[int]) -> dict[int, list[tuple]]:
@@ -679,6 +725,71 @@ class SqliteStore(Store):
             "JOIN objects o ON o.id = l.object_id WHERE n.name = ? AND o.build_id IN (SELECT value FROM json_each(?))",
             (name, json.dumps(build_ids)))
         return {b: (i, c) for b, i, c in rows}
+
+    @_retry_busy
+    def inline_costs_for(self, build_id: int) -> list[InlineCostRecord]:
+        conn = self._conn()
+        heads = conn.execute(
+            "SELECT o.id, o.path, i.units, i.scope, i.inlined_bytes, i.outside_symbols, i.no_origin_name, "
+            "i.empty_instances, i.undescribed FROM objects o JOIN inline_costs i ON i.object_id = o.id "
+            "WHERE o.build_id = ? ORDER BY o.path", (build_id,)).fetchall()
+        out = []
+        for oid, path, units, scope, inlined, outside, noname, empty, undescribed in heads:
+            what = f"inline cost of {path} (build {build_id})"
+            callees: dict[int, InlineCalleeRow] = {}
+            for pos, name, decl, inst, by, incl, em, un in conn.execute(
+                    "SELECT c.pos, n.name, d.name, c.instances, c.bytes, c.including, c.empty, c.units "
+                    "FROM inline_callees c JOIN names n ON n.id = c.name_id LEFT JOIN names d ON d.id = c.decl_file_id "
+                    "WHERE c.object_id = ? ORDER BY c.pos", (oid,)):
+                callees[pos] = InlineCalleeRow(name, decl, inst, by, incl, em, un)
+            for pos, caller, by in conn.execute(
+                    "SELECT p.pos, n.name, p.bytes FROM inline_callee_callers p JOIN names n ON n.id = p.caller_id "
+                    "WHERE p.object_id = ? ORDER BY p.pos, p.bytes DESC, n.name", (oid,)):
+                if pos in callees:
+                    callees[pos].callers[caller] = by
+            callers = [CallerCost(*r) for r in conn.execute(
+                "SELECT n.name, c.size, c.inlined, c.own, c.undescribed FROM inline_callers c "
+                "JOIN names n ON n.id = c.name_id WHERE c.object_id = ? ORDER BY n.name", (oid,))]
+            files = [FileCost(*r) for r in conn.execute(
+                "SELECT n.name, f.callees, f.instances, f.bytes FROM inline_files f JOIN names n ON n.id = f.file_id "
+                "WHERE f.object_id = ? ORDER BY n.name", (oid,))]
+            out.append(InlineCostRecord(path, units, list(callees.values()), callers, files,
+                                        Unattributed(outside, noname, empty, undescribed), inlined,
+                                        tuple(loads(scope, f"scope of the {what}", list)) if scope else ()))
+        return out
+
+    @_retry_busy
+    def inline_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                       target: str | None = None) -> list[InlinePoint]:
+        """Ordered as function_history: by commit (generation, then date), toolchain name, build id."""
+        conn = self._conn()
+        nid = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+        if nid is None or conn.execute("SELECT 1 FROM inline_callees WHERE name_id = ? LIMIT 1",
+                                       (nid[0],)).fetchone() is None:
+            return []
+        where, args = self._build_filters(toolchain, tree, target)
+        got: dict[int, list] = {}
+        for bid, inst, by, incl, callers, units, decl in conn.execute(
+                "SELECT o.build_id, c.instances, c.bytes, c.including, c.callers, c.units, d.name "
+                "FROM inline_callees c JOIN objects o ON o.id = c.object_id LEFT JOIN names d ON d.id = c.decl_file_id "
+                "WHERE c.name_id = ?", (nid[0],)):
+            p = got.setdefault(bid, [0, 0, 0, 0, 0, []])
+            for i, v in enumerate((inst, by, incl, callers, units)):
+                p[i] += v
+            if decl and decl not in p[5]:
+                p[5].append(decl)
+        rows = conn.execute(f"SELECT DISTINCT b.id, b.commit_id, b.toolchain_id, b.target FROM builds b "
+                            f"JOIN objects o ON o.build_id = b.id JOIN inline_costs i ON i.object_id = o.id "
+                            f"WHERE 1 = 1{where}", args).fetchall()
+        commits, tcs = self._commits_by_id({r[1] for r in rows}), self._toolchain_names()
+        rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
+        out = []
+        for bid, cid, tcid, tgt in rows:
+            c = commits[cid]
+            inst, by, incl, callers, units, decls = got.get(bid, [0, 0, 0, 0, 0, []])
+            out.append(InlinePoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, inst, by, incl, callers, units,
+                                   sorted(decls)))
+        return out
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -796,6 +907,15 @@ class SqliteStore(Store):
         what = f"bloat-o-meter tables of build {build_id} vs {base_build_id}"
         got = loads(decompress(row[0], what), what)
         return got or None               # unreadable: computed again from the stored symbols
+
+    @_retry_busy
+    def comparison_inline_cost(self, build_id: int, base_build_id: int) -> dict | None:
+        row = self._conn().execute("SELECT report_z FROM comparison_inline_costs WHERE build_id = ? "
+                                   "AND base_build_id = ?", (build_id, base_build_id)).fetchone()
+        if not row:
+            return None
+        what = f"inline cost of build {build_id} vs {base_build_id}"
+        return loads(decompress(row[0], what), what) or None     # unreadable: compared again from the rows
 
     @staticmethod
     def _build_filters(toolchain: str | None, tree: str | None, target: str | None) -> tuple[str, list]:

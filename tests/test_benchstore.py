@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))   # the bench store lives with the benches
 
 from benchstore import BENCH_TREE, large_store
+from ci.pipeline.inline_costs import object_inline_cost
 from ci.pipeline.objects import object_record
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow, FunctionRow
 from ci.reports.model import commit_report, series_report
@@ -27,6 +28,10 @@ def test_large_store_replicates_real_rows(tmp_path, compile_c):
             for k, sha in enumerate(("a" * 40, "b" * 40)):
                 obj = object_record(objs[2 * i + k], "x.o")
                 obj.functions = [FunctionRow("split_me", 10 + k, "inline", bool(k))]
+                # (symbols.c's DWARF is not read by the attribution: an object with inlining stands in)
+                obj.inline_cost = object_inline_cost(compile_c(cc, FIXTURES / "inline_cost" / "callers.c",
+                                                               f"-DV={k}", name=f"bs-ic-{cc}-{k}.o"), "x.o")
+                assert obj.inline_cost is not None
                 bid = s.record_build(BuildRecord("t", Commit(sha, prev, f"c{k}", generation=k + 1), cc, "v " + cc,
                                                  ConfigInfo("cfg"), "x.o", "ok", objects=[obj], analysis_version=1))
                 if prev:
@@ -49,6 +54,10 @@ def test_large_store_replicates_real_rows(tmp_path, compile_c):
     want = formats.bloat_text(bloat.diff(bloat.read_symbols(objs[0]), bloat.read_symbols(objs[1])))
     assert gcc.bloat_text == want
     assert [f.kind for f in gcc.findings] == ["newly_out_of_line"]
+    # the inline cost rows and the comparison's inline report, copied with the builds
+    assert conn.execute("SELECT count(*) FROM inline_costs").fetchone()[0] == 30 * 8
+    assert gcc.inline_cost is not None and store.comparison_inline_cost(gcc.build_id, gcc.base_build_id)
+    assert gcc.inline_cost.new.size == sum(c.size for c in store.inline_costs_for(gcc.build_id)[0].callers)
     hist = store.function_history("split_me", toolchain="clang-19", tree=BENCH_TREE)
     assert len(hist) == 30 and [h.out_of_line for h in hist[:2]] == [False, True]
     (ser, *_) = store.list_series(tree=BENCH_TREE)

@@ -13,7 +13,7 @@ from the environment (``password_env``) instead of the file.
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
               likely_path_call, likely_path_lines, likely_path_cycles,
               cost_mcpu, cost_lines, cost_cycles_percent,
-              growth_bytes, growth_percent, not_applied, incomplete, min_compilers,
+              growth_bytes, growth_percent, inline_growth_bytes, inline_growth_percent, not_applied, incomplete, min_compilers,
               shrinks_note
     [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
     [outbox]  path
@@ -106,6 +106,11 @@ class ReportRules:
         return CostThresholds(lines=self.cost_lines, cycles_percent=self.cost_cycles_percent)
     growth_bytes: int = 0                # the target grew by more than this (0: off)
     growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
+    # an inline function's bytes in the whole target (every inlined copy in the object, or kernel-wide
+    # in a vmlinux: ci.pipeline.inline_costs) grew by more than this (0: off)
+    inline_growth_bytes: int = 0
+    inline_growth_percent: float = 0.0   # ... or by more than this percentage of its bytes before (0: off;
+                                         # a function inlined nowhere before is judged by bytes alone)
     not_applied: bool = True             # say (once) that a series does not apply
     incomplete: bool = True              # say (once) that a series stayed incomplete
     min_compilers: int = 1               # a finding is mailed when at least this many compilers agree on it
@@ -246,6 +251,9 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     if not 0 <= report.cost_cycles_percent < float("inf"):
         raise InputError(f"{source}: [report].cost_cycles_percent: must be a percentage >= 0, "
                          f"got {report.cost_cycles_percent!r}")
+    if not 0 <= report.inline_growth_percent < float("inf"):
+        raise InputError(f"{source}: [report].inline_growth_percent: must be a percentage >= 0, "
+                         f"got {report.inline_growth_percent!r}")
     if report.min_compilers < 1:
         raise InputError(f"{source}: [report].min_compilers: must be at least 1")
     n_tc = len(bot.get("toolchains", DEFAULT_TOOLCHAINS))

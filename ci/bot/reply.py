@@ -27,7 +27,7 @@ from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
 
 from ci.bot.policy import Policy
-from ci.reports.mail import WIDTH, findings_block, fit, para, reasons_block, table_lines
+from ci.reports.mail import WIDTH, findings_block, fit, inline_block, para, reasons_block, table_lines
 from ci.reports.model import PatchReport, Reportable, tree_relative
 from db.botstore import BotMessage
 from toolchains.kbuild import Config
@@ -210,6 +210,7 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
             for e in (t.errors or [f"build {t.status}"])[:10]:
                 out += para(tree_relative(e), "    ", "")
             out.append("")
+        out += inline_block(t, items, policy.max_table_rows, url)
     reasons = reasons_block(items, affected)
     if reasons:
         out.append("The compilers' reasons:")

@@ -2,7 +2,8 @@
 
 Only what a patch changed counts: findings against its parent commit, single-object
 findings the parent build did not have, a build the parent passed and the patch broke,
-and growth of the target beyond the thresholds. Each ``Reportable`` has a stable key
+growth of the target beyond the thresholds, and growth of an inline function's bytes in the whole
+target (all its inlined copies: kernel-wide in a vmlinux) beyond its own thresholds. Each ``Reportable`` has a stable key
 (patch, toolchain, kind, function); the sorted keys, hashed, are the series' finding set:
 the bot mails once per (series version, finding set).
 """
@@ -58,6 +59,36 @@ def toolchain_findings(p: PatchReport, t: ToolchainReport, rules: ReportRules) -
                                             f"over the limit of {limits}", p.position, t.toolchain, t.target,
                                   data={"net": table.net, "percent": table.percent,
                                         "before": table.old_total, "after": table.new_total}))
+    out += inline_growth(p, t, rules)
+    return out
+
+
+def inline_growth(p: PatchReport, t: ToolchainReport, rules: ReportRules) -> list[Reportable]:
+    """Inline functions whose bytes in the whole target grew by more than ``inline_growth_bytes``, or by
+    more than ``inline_growth_percent`` of what they had (a function inlined nowhere before has no
+    percentage: bytes alone judge it), from the stored inline cost of both builds."""
+    ic = t.inline_cost
+    if ic is None or not (rules.inline_growth_bytes or rules.inline_growth_percent):
+        return []
+    out = []
+    for r in ic.diff.callees:
+        if r.delta <= 0:
+            continue
+        pct = r.delta * 100.0 / r.old if r.old else None
+        over_bytes = rules.inline_growth_bytes and r.delta > rules.inline_growth_bytes
+        over_pct = rules.inline_growth_percent and pct is not None and pct > rules.inline_growth_percent
+        if not (over_bytes or over_pct):
+            continue
+        limits = " or ".join(x for x in (f"{rules.inline_growth_bytes} bytes" if rules.inline_growth_bytes else "",
+                                         f"{rules.inline_growth_percent:g}%" if rules.inline_growth_percent else "")
+                             if x)
+        where = ", ".join(f"{c.symbol} {c.delta:+d}" for c in r.callers)
+        growth = f"{pct:+.1f}%" if pct is not None else "inlined nowhere before"
+        out.append(Reportable(Kind.INLINE_GROWTH.value,
+                              f"inline {r.name} grew by {r.delta} bytes in {t.target} ({r.old} -> {r.new} bytes, "
+                              f"{growth}; {r.instances_old} -> {r.instances_new} inlined copies"
+                              + (f"; most in {where}" if where else "") + f"), over the limit of {limits}",
+                              p.position, t.toolchain, r.name, data=r.to_dict()))
     return out
 
 
@@ -110,7 +141,7 @@ def series_findings(report: SeriesReport, rules: ReportRules) -> list[Reportable
 
 
 # what a justification trailer silences: the patch's growth, not what it breaks or pushes out of line
-JUSTIFIABLE = (Kind.GROWTH.value, Kind.BOUNDARY_CROSSING.value)
+JUSTIFIABLE = (Kind.GROWTH.value, Kind.INLINE_GROWTH.value, Kind.BOUNDARY_CROSSING.value)
 
 
 def trailer_value(body: str, name: str) -> str | None:

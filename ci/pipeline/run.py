@@ -6,8 +6,8 @@ Stages, each skipping what is already stored so that a re-run (or a run after a
   1. commits: a range ``A..B`` (first-parent) or an mbox applied with ``git am``;
   2. builds: (commit × toolchain × config) with all targets, analyzed with the remarks
      collected in the same compile, written by ``Store.record_build``;
-  3. comparisons: head-vs-parent findings and bloat-o-meter tables per (toolchain, target),
-     ``Store.record_comparison``;
+  3. comparisons: head-vs-parent findings, bloat-o-meter tables and the inline-cost comparison per
+     (toolchain, target), ``Store.record_comparison``;
   4. report: regenerated from the store (ci.reports), never from the objects.
 """
 from __future__ import annotations
@@ -21,9 +21,12 @@ from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mis
 from analyzer.errors import InputError
 from analyzer.kinds import Kind
 from ci.pipeline import analysis, builder, link
+from ci.pipeline import analysis, builder
+from ci.pipeline.inline_costs import object_inline_cost
 from ci.pipeline.objects import object_record
 from ci.pipeline.plan import RunPlan, plan_range, plan_series
-from ci.reports.model import PatchReport, SeriesReport, commit_report, compute_tables, series_report
+from ci.reports.model import (PatchReport, SeriesReport, commit_report, compute_tables, inline_report,
+                              series_report)
 from db import bloat_tables
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow
 from db.store import Store
@@ -55,6 +58,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
         obj.likely_paths = res.likely_paths
         obj.link_layout = link.layout(path, target)          # vmlinux: hot functions at link addresses
+        obj.inline_cost = object_inline_cost(path, target)
         findings += res.findings
         objects.append(obj)
         status = "ok"
@@ -181,7 +185,9 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                 moves, link_found = (link.compare_builds(store, base.id, head.id) if link.linked(target)
                                      else (None, []))      # vmlinux: who moved, and why
                 tables = None if keep_tables else bloat_tables.to_stored(compute_tables(store, base.id, head.id))
-                store.record_comparison(head.id, base.id, findings + link_found, tables, moves)
+                inline = None if keep_tables else inline_report(store, base.id, head.id)
+                store.record_comparison(head.id, base.id, findings + link_found, tables,
+                                        inline.to_dict() if inline else None, link_moves=moves)
                 n += 1
     return n
 

@@ -13,12 +13,16 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
+from analyzer.inline_cost import InlineCost
+from analyzer.inline_cost_diff import (CalleeDelta, CallerDelta, FileDelta, InlineCostDiff,
+                                      compare as compare_inline_cost)
 from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.link_layout import HotPlacement, Move
 from analyzer.link_views import changed
 from analyzer.nm import Listing
 from db import bloat_tables
 from db.errors import StoreError
+from db.inline_cost import scope_note, to_inline_cost
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
 from toolchains.registry import sort_key
@@ -34,6 +38,80 @@ def symbol_set(rows: list[SymbolRow], label: str = "store") -> SymbolSet:
     """Stored symbols as the SymbolSet bloat.diff() takes (one listing: sizes sum by name anyway)."""
     return SymbolSet(label, [Listing([r.name for r in rows], [r.size for r in rows],
                                      "".join(r.letter for r in rows), [r.section or "" for r in rows])])
+
+
+@dataclass
+class InlineTotals:
+    """One build's caller symbols (those some DWARF range falls in), split: ``size == inlined + own +
+    undescribed`` (analyzer.inline_cost), with the bytes of inlined code in them."""
+    callers: int = 0
+    size: int = 0
+    inlined: int = 0
+    own: int = 0
+    undescribed: int = 0
+
+    @classmethod
+    def of(cls, ic: InlineCost) -> "InlineTotals":
+        t = cls(len(ic.callers))
+        for c in ic.callers.values():
+            t.size, t.inlined, t.own, t.undescribed = (t.size + c.size, t.inlined + c.inlined, t.own + c.own,
+                                                       t.undescribed + c.undescribed)
+        return t
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class InlineReport:
+    """Where a patch's inlined code landed under one toolchain (issue 14): the parent's and this
+    build's stored inline cost compared per inlined callee and per declaring file."""
+    diff: InlineCostDiff
+    old: InlineTotals
+    new: InlineTotals
+    scope: str = ""                     # '' : whole files; else the units a big vmlinux was limited to
+
+    @property
+    def changed(self) -> bool:
+        """Worth a table: some callee's bytes or instances, or some declaring file's, changed."""
+        return bool(self.diff.callees or self.diff.files)
+
+    def to_dict(self) -> dict:
+        return {**self.diff.to_dict(), "totals": {"old": self.old.to_dict(), "new": self.new.to_dict()},
+                "scope": self.scope}
+
+
+def inline_report_from_dict(d: dict) -> InlineReport:
+    """An InlineReport as stored with its comparison (``InlineReport.to_dict``, 0014)."""
+    callees = [CalleeDelta(r["name"], r["decl_file"], r["instances_old"], r["instances_new"], r["old"], r["new"],
+                           [CallerDelta(c["symbol"], c["old"], c["new"]) for c in r["callers"]],
+                           r["including_old"], r["including_new"]) for r in d["callees"]]
+    files = [FileDelta(f["file"], f["instances_old"], f["instances_new"], f["old"], f["new"]) for f in d["files"]]
+    diff = InlineCostDiff(callees, files, d["inlined"]["old"], d["inlined"]["new"], d["unattributed"]["old"],
+                          d["unattributed"]["new"])
+    return InlineReport(diff, InlineTotals(**d["totals"]["old"]), InlineTotals(**d["totals"]["new"]), d["scope"])
+
+
+def stored_inline_report(store: Store, base_id: int, head_id: int) -> InlineReport | None:
+    """The inline-cost comparison stored with the pair (computed once by the pipeline), else made
+    from the two builds' rows (a pair compared before 0014, or a damaged row: the same report)."""
+    doc = store.comparison_inline_cost(head_id, base_id)
+    if doc:
+        try:
+            return inline_report_from_dict(doc)
+        except (KeyError, TypeError, ValueError):
+            pass
+    return inline_report(store, base_id, head_id)
+
+
+def inline_report(store: Store, base_id: int, head_id: int) -> InlineReport | None:
+    """The two builds' inline cost compared, from their rows (None: one of them has none stored)."""
+    base_recs, head_recs = store.inline_costs_for(base_id), store.inline_costs_for(head_id)
+    base, head = to_inline_cost(base_recs), to_inline_cost(head_recs)
+    if base is None or head is None:
+        return None
+    scope = scope_note(base_recs + head_recs)
+    return InlineReport(compare_inline_cost(base, head), InlineTotals.of(base), InlineTotals.of(head), scope)
 
 
 @dataclass
@@ -55,6 +133,7 @@ class ToolchainReport:
     carried: int = 0                    # single-object findings the parent build has too (same kind, function)
     link_layout: list[HotPlacement] = field(default_factory=list)   # linked targets: hot functions' addresses
     link_moves: list[Move] | None = None     # ... and against the parent: how far each moved, and why
+    inline_cost: InlineReport | None = None   # None: not stored for one of the two builds
 
     @property
     def link_changed(self) -> list[Move]:
@@ -77,7 +156,8 @@ class ToolchainReport:
                 "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed,
                 "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried,
                 "link_layout": [p.to_dict() for p in self.link_layout],
-                "link_moves": None if self.link_moves is None else [m.to_dict() for m in self.link_moves]}
+                "link_moves": None if self.link_moves is None else [m.to_dict() for m in self.link_moves],
+                "inline_cost": self.inline_cost.to_dict() if self.inline_cost else None}
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -171,6 +251,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         rep.base_build_id, rep.base_status = base.id, base.status
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
+        rep.inline_cost = stored_inline_report(store, base.id, build.id)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
         rep.link_layout = [p for ps in store.link_layout_for(build.id).values() for p in ps]

@@ -9,7 +9,57 @@ import json
 from analyzer import formats
 from analyzer.kinds import Kind
 from analyzer import link_views
-from ci.reports.model import PatchReport, SeriesReport, ToolchainReport, finding_order
+from ci.reports.model import InlineReport, PatchReport, SeriesReport, ToolchainReport, finding_order
+
+INLINE_CALLEES = 10                     # rows of the inline-cost table in text and mail (JSON: all)
+INLINE_FILES = 8
+_NAME = 31                              # name column: longer names get a line of their own (78 columns)
+
+
+def _row(name: str, cols: tuple, indent: str = "  ") -> list[str]:
+    nums = " %8s %8s %8s %8s %8s" % cols
+    if len(name) > _NAME - len(indent) + 2:
+        return [indent + name, " " * (_NAME + 2) + nums]
+    return [f"{indent}{name:<{_NAME + 2 - len(indent)}}{nums}"]
+
+
+def inline_lines(ic: InlineReport, callees: int = INLINE_CALLEES, files: int = INLINE_FILES,
+                 more: str = "sizewatch report --json") -> list[str]:
+    """The inline-cost table (at most 78 columns): per inlined callee instances and bytes before and
+    after, biggest change first, with the callers whose share changed most; per declaring file the
+    same; then the totals (they add up: inlined + own + no DWARF range = the callers' symbol sizes)
+    and what could not be attributed."""
+    d = ic.diff
+    head = ("inst-old", "inst-new", "old", "new", "delta")
+    out = [f"inlined code (bytes, each in its innermost callee), parent -> this commit"
+           + (f", {ic.scope}" if ic.scope else "") + ":"]
+    out += _row("inlined callee", head)
+    for r in d.callees[:callees]:
+        out += _row(r.name, (r.instances_old, r.instances_new, r.old, r.new, f"{r.delta:+d}"))
+        for c in r.callers:
+            out += _row(f"in {c.symbol}", ("", "", c.old, c.new, f"{c.delta:+d}"), "      ")
+    if not d.callees:
+        out.append("  (no inlined callee changed)")
+    elif len(d.callees) > callees:
+        out.append(f"  ... {len(d.callees) - callees} more callees changed ({more})")
+    out += _row("declared in", head)
+    for f in d.files[:files]:
+        out += _row(f.file, (f.instances_old, f.instances_new, f.old, f.new, f"{f.delta:+d}"))
+    if not d.files:
+        out.append("  (no declaring file changed)")
+    elif len(d.files) > files:
+        out.append(f"  ... {len(d.files) - files} more files changed ({more})")
+    o, n = ic.old, ic.new
+    out.append(f"  inlined bytes: {d.inlined_old} -> {d.inlined_new} ({d.inlined_new - d.inlined_old:+d}), in "
+               f"{o.callers} -> {n.callers} caller symbols")
+    out.append(f"  caller symbols: {o.size} -> {n.size} bytes = inlined {o.inlined} -> {n.inlined}")
+    out.append(f"    + own code {o.own} -> {n.own} + no DWARF range {o.undescribed} -> {n.undescribed}")
+    uo, un = d.unattributed_old, d.unattributed_new
+    out.append(f"  not attributed: inlined bytes outside any symbol {uo['outside_symbols']} -> "
+               f"{un['outside_symbols']},")
+    out.append(f"    of unnamed origins {uo['no_origin_name']} -> {un['no_origin_name']}; instances without "
+               f"code {uo['empty_instances']} -> {un['empty_instances']}")
+    return out
 
 
 def _finding_lines(t: ToolchainReport, limit_single: int = 12) -> list[str]:
@@ -48,6 +98,8 @@ def toolchain_text(t: ToolchainReport) -> str:
     elif t.status == "ok" and t.base_status == "ok":
         lines.append("findings: none")
     lines += link_views.lines(t.link_moves)
+    if t.inline_cost is not None and t.inline_cost.changed:     # after the findings: where their bytes went
+        lines += inline_lines(t.inline_cost)
     return "\n".join(lines) + "\n"
 
 
@@ -94,6 +146,8 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(formats.to_markdown(t.tables))
         else:
             out += ["no size table (parent not built)", ""]
+        if t.inline_cost is not None and t.inline_cost.changed:
+            out += _md_inline(t.inline_cost)
         for f in sorted(t.changes + t.new_in_build, key=finding_order):
             where = "" if f.base_build_id is not None else " (in this build)"
             out.append(f"- **{f.kind}**{where}: {f.message or f.function}")
@@ -101,6 +155,34 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(f"- {t.carried} more finding(s) of this build are in the parent build too")
         out += link_views.markdown(t.link_moves)
         out.append("")
+    return out
+
+
+def _md_inline(ic: InlineReport) -> list[str]:
+    d = ic.diff
+    out = ["Inlined code (bytes, each in its innermost callee), parent → this commit"
+           + (f", {ic.scope}" if ic.scope else "") + ":",
+           "", "| inlined callee | declared in | instances | old | new | delta | callers that changed most |",
+           "|---|---|---:|---:|---:|---:|---|"]
+    for r in d.callees[:INLINE_CALLEES]:
+        callers = ", ".join(f"`{c.symbol}` {c.delta:+d}" for c in r.callers)
+        out.append(f"| `{r.name}` | {r.decl_file or '?'} | {r.instances_old} → {r.instances_new} | {r.old} | "
+                   f"{r.new} | {r.delta:+d} | {callers} |")
+    if len(d.callees) > INLINE_CALLEES:
+        out.append(f"| … {len(d.callees) - INLINE_CALLEES} more | | | | | | |")
+    out += ["", "| declared in | instances | old | new | delta |", "|---|---:|---:|---:|---:|"]
+    for f in d.files[:INLINE_FILES]:
+        out.append(f"| {f.file} | {f.instances_old} → {f.instances_new} | {f.old} | {f.new} | {f.delta:+d} |")
+    if len(d.files) > INLINE_FILES:
+        out.append(f"| … {len(d.files) - INLINE_FILES} more | | | | |")
+    uo, un = d.unattributed_old, d.unattributed_new
+    o, n = ic.old, ic.new
+    out += ["", f"Inlined bytes {d.inlined_old} → {d.inlined_new} ({d.inlined_new - d.inlined_old:+d}) in "
+                f"{o.callers} → {n.callers} caller symbols of {o.size} → {n.size} bytes = inlined {o.inlined} → "
+                f"{n.inlined} + own code {o.own} → {n.own} + no DWARF range {o.undescribed} → {n.undescribed}; "
+                f"not attributed: {uo['outside_symbols']} → {un['outside_symbols']} inlined bytes outside any symbol, "
+                f"{uo['no_origin_name']} → {un['no_origin_name']} of unnamed origins, "
+                f"{uo['empty_instances']} → {un['empty_instances']} instances without code.", ""]
     return out
 
 

@@ -1,5 +1,6 @@
 """``/commit/<sha-or-prefix>``: the patch page. Per toolchain: the bloat-o-meter table against the
-parent (sortable), clone-aware groups, inline changes with the compilers' reasons, alignment and
+parent (sortable), clone-aware groups, inline changes with the compilers' reasons, where inlined code
+landed (per inlined callee and declaring file, from the stored inline cost), alignment and
 cache-line crossings with their headroom, the build's own findings and its compiler errors.
 
 The same report as plain text is ``/commit/<sha>.txt`` (what ``sizewatch report`` prints) and as
@@ -123,6 +124,7 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
         "other_changes": [_finding(f) for f in t.other_changes],
         "likely_paths": _likely_paths(store, t),
         "link": _link(t),
+        "inline_cost": t.inline_cost.to_dict() if t.inline_cost is not None else None,
         "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=finding_order)],
         "carried": t.carried,
         "links": {"log": f"/build/{t.build_id}/log"},

@@ -1,10 +1,12 @@
 """``/function/<name>``: one function's size across the stored commits, a line per toolchain
-(``?toolchain=`` keeps one), its inline status at every point, and the commits where it changed."""
+(``?toolchain=`` keeps one), its inline status at every point, and the commits where it changed;
+for a function inlined somewhere, its inlined copies (instances and bytes in the whole target,
+from the stored inline cost: ``sizewatch history --inlined``) and where they changed."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, jsonify, render_template
 
-from db.models import Commit, FunctionLine
+from db.models import Commit, FunctionLine, InlinePoint
 from db.store import Store
 from web import charts, context, params
 
@@ -84,12 +86,39 @@ def link_columns(store: Store, name: str, lines: list[tuple[str, FunctionLine]],
     return {"lines": cols, "changes": changed[:limit] if limit else [], "changes_total": len(changed)}
 
 
+def inlined_data(points: list[InlinePoint], limit: int) -> dict | None:
+    """Per (toolchain, target) line: the latest point, and the latest ``limit`` points whose instances or
+    bytes differ from the line's previous one (newest first), with how many there are in all."""
+    if not points:
+        return None
+    last: dict[tuple[str, str], InlinePoint] = {}
+    changed = []
+    for p in points:                    # history order
+        key = (p.toolchain, p.target)
+        prev = last.get(key)
+        if prev is not None and (prev.instances, prev.bytes) != (p.instances, p.bytes):
+            changed.append({"commit": p.commit_sha, "subject": p.subject, "toolchain": p.toolchain, "target": p.target,
+                            "instances_old": prev.instances, "instances_new": p.instances, "old": prev.bytes,
+                            "new": p.bytes, "delta": p.bytes - prev.bytes, "url": f"/commit/{p.commit_sha}"})
+        last[key] = p
+    current = [{"toolchain": p.toolchain, "target": p.target, "commit": p.commit_sha, "instances": p.instances,
+                "bytes": p.bytes, "including": p.including, "callers": p.callers, "units": p.units,
+                "decl_files": p.decl_files} for p in sorted(last.values(), key=lambda p: (p.toolchain, p.target))]
+    return {"current": current, "changes": changed[::-1][:limit] if limit else [], "changes_total": len(changed),
+            "points": len(points)}
+
+
 def function_data(store: Store, name: str, toolchain: str | None = None, target: str | None = None,
                   limit: int = 50) -> dict:
     series = store.function_series(params.function_name(name), toolchain, target=target)
+    inlined = inlined_data(store.inline_history(name, toolchain, target=target), limit)
     if not series.lines:
         where = f" under {toolchain}" if toolchain else ""
-        abort(404, description=f"no function {name} in any stored build{where}")
+        if inlined is None:
+            abort(404, description=f"no function {name} in any stored build{where}")
+        return {"function": name, "toolchain": toolchain, "target": target, "points": 0, "chart": None,
+                "current": [], "cost_chart": None, "changes": [], "changes_total": 0, "inlined": inlined,
+                "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
     lines = charts.ordered_lines(series)
     states = [charts.line_states(ln) for _, ln in lines]
     chart = charts.history_columns(series, lines, states)
@@ -103,7 +132,7 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
     return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,
             "chart": chart, "current": current, "cost_chart": cost_columns(store, name, lines),
             "link": link_columns(store, name, lines, series.commits, limit),
-            "changes": changed, "changes_total": n_changed,
+            "changes": changed, "changes_total": n_changed, "inlined": inlined,
             "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
 
 
