@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
+from analyzer.dwarf.model import MAX_ORIGIN_HOPS
 from analyzer.elf import function_symbols, load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.relocs import symbol_addresses
@@ -242,10 +243,27 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
     un = Unattributed()
     names: dict[tuple[int, str | None], tuple[str | None, str | None]] = {}
 
+    # each unit's source root, found by the offset of its first subprogram: a declaring file is
+    # made relative to the root of the unit that declares it (an origin in another unit, named by
+    # DW_FORM_ref_addr, is declared there)
+    roots = [(min(u.subprograms), source_root(u)) for u in dw.units if u.subprograms]
+    roots.sort()
+    root_starts = [o for o, _r in roots]
+
+    def declaring_root(offset: int, fallback: str | None) -> str | None:
+        sp, seen = dw.subprograms.get(offset), 0
+        while sp is not None and sp.decl_line is None and sp.origin is not None and seen < MAX_ORIGIN_HOPS:
+            sp, seen = dw.subprograms.get(sp.origin), seen + 1
+        if sp is None:
+            return fallback
+        i = bisect_right(root_starts, sp.offset) - 1
+        return roots[i][1] if i >= 0 else fallback
+
     def callee_of(origin: int, root: str | None) -> tuple[str | None, str | None]:
         got = names.get((origin, root))
         if got is None:
-            got = names[(origin, root)] = (dw.name_of(origin), relative(dw.decl_of(origin)[0], root))
+            got = names[(origin, root)] = (dw.name_of(origin),
+                                           relative(dw.decl_of(origin)[0], declaring_root(origin, root)))
         return got
 
     def cover(lo: int, hi: int) -> list[tuple[int, int]]:
