@@ -11,7 +11,7 @@
  * native.py packs from the relocated debug sections of a .o). libdw reports damaged DWARF as
  * errors: they become DwarfError with libdw's message and the DIE offset.
  *
- * Reader(buffer)
+ * Reader(buffer, string budget, range budget)   (see the budgets in Reader)
  *   .units()        -> [(unit offset, DW_AT_name or None)] of every unit
  *   .unit(offset)   -> None (not a compile/partial unit) or
  *                      (version, address size, offset size, name, comp_dir, producer,
@@ -30,6 +30,11 @@
 #include <string.h>
 
 static PyObject *DwarfError;
+static PyObject *Unsuitable;    /* a file libdw would read at a cost out of proportion to its size */
+
+/* attributes in one abbreviation: compilers write a few dozen; libdw looks an attribute up by
+ * scanning its DIE's abbreviation, so 200k of them cost minutes per 20k DIEs */
+#define MAX_ABBREV_ATTRS 256
 
 /* how deep DIEs may nest: a real file nests a few dozen levels; a damaged one must not
  * exhaust the C stack */
@@ -42,12 +47,33 @@ typedef struct {
     Elf *elf;
     Dwarf *dw;
     PyObject *strings;          /* const char * (as int) -> str: names shared by many DIEs */
+    /* what decoding may cost, set from the sections' sizes (the walker's budgets): strings
+     * at overlapping offsets and range lists shared by many DIEs must not turn a small file into
+     * gigabytes of Python objects */
+    long long string_budget;
+    long long range_budget;
 } Reader;
+
+/* PyErr_Format has no %llx: offsets are formatted here */
+static void error_at_as(PyObject *type, const char *section, unsigned long long off, const char *what,
+                        const char *why)
+{
+    char buf[512];
+    if (why)
+        snprintf(buf, sizeof buf, "%s at %s+0x%llx: %s", what, section, off, why);
+    else
+        snprintf(buf, sizeof buf, "%s at %s+0x%llx", what, section, off);
+    PyErr_SetString(type, buf);
+}
+
+static void error_at(const char *section, unsigned long long off, const char *what, const char *why)
+{
+    error_at_as(DwarfError, section, off, what, why);
+}
 
 static int fail(const char *what, Dwarf_Off off)
 {
-    PyErr_Format(DwarfError, "%s at .debug_info+0x%llx: %s", what, (unsigned long long)off,
-                 dwarf_errmsg(-1));
+    error_at(".debug_info", off, what, dwarf_errmsg(-1));
     return -1;
 }
 
@@ -68,7 +94,14 @@ static PyObject *str_of(Reader *r, const char *s)
         Py_DECREF(key);
         return NULL;
     }
-    got = PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
+    size_t n = strlen(s);
+    r->string_budget -= (long long)n + 1;
+    if (r->string_budget < 0) {
+        Py_DECREF(key);
+        PyErr_SetString(DwarfError, "strings overlap beyond any real file (decoded string budget spent)");
+        return NULL;
+    }
+    got = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "surrogateescape");
     if (got == NULL || PyDict_SetItem(r->strings, key, got) < 0) {
         Py_DECREF(key);
         Py_XDECREF(got);
@@ -138,7 +171,7 @@ static int origin_of(Dwarf_Die *die, long long *out)
 
 /* the walker's rule: DW_AT_ranges (empty ranges dropped), else low_pc..high_pc (none when
  * empty), else low_pc alone as one byte */
-static PyObject *ranges_of(Dwarf_Die *die)
+static PyObject *ranges_of(Reader *r, Dwarf_Die *die)
 {
     PyObject *out = PyList_New(0);
     if (out == NULL)
@@ -147,6 +180,13 @@ static PyObject *ranges_of(Dwarf_Die *die)
     if (dwarf_hasattr(die, DW_AT_ranges)) {
         ptrdiff_t o = 0;
         while ((o = dwarf_ranges(die, o, &base, &s, &e)) > 0) {
+            r->range_budget -= 16;     /* as the walker counts: two addresses an entry */
+            if (r->range_budget < 0) {
+                Py_DECREF(out);
+                error_at(".debug_info", dwarf_dieoffset(die),
+                         "range lists overlap beyond any real file (decode budget spent)", NULL);
+                return NULL;
+            }
             if (e <= s)
                 continue;
             PyObject *t = Py_BuildValue("(KK)", (unsigned long long)s, (unsigned long long)e);
@@ -217,8 +257,7 @@ static int walk(Walk *w, Dwarf_Die *parent, long long container, int in_inlined,
     if (rc > 0)
         return 0;
     if (depth > MAX_DEPTH) {
-        PyErr_Format(DwarfError, "DIEs nested deeper than %d levels at .debug_info+0x%llx", MAX_DEPTH,
-                     (unsigned long long)dwarf_dieoffset(parent));
+        error_at(".debug_info", dwarf_dieoffset(parent), "DIEs nested deeper than any real file", NULL);
         return -1;
     }
     do {
@@ -230,7 +269,7 @@ static int walk(Walk *w, Dwarf_Die *parent, long long container, int in_inlined,
         if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
             if (origin_of(&die, &origin) < 0)
                 return -1;
-            PyObject *rng = ranges_of(&die);
+            PyObject *rng = ranges_of(w->r, &die);
             if (rng == NULL)
                 return -1;
             PyObject *t = NULL;
@@ -301,10 +340,132 @@ static int walk(Walk *w, Dwarf_Die *parent, long long container, int in_inlined,
     return 0;
 }
 
+static size_t section_size(Elf *elf, const char *want, const unsigned char **data)
+{
+    size_t shstrndx;
+    Elf_Scn *scn = NULL;
+    *data = NULL;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return 0;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) == NULL)
+            continue;
+        const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+        if (name && strcmp(name, want) == 0) {
+            Elf_Data *d = elf_rawdata(scn, NULL);
+            if (d == NULL)
+                return 0;
+            *data = d->d_buf;
+            return d->d_size;
+        }
+    }
+    return 0;
+}
+
+static int uleb(const unsigned char *b, size_t n, size_t *p, unsigned long long *v)
+{
+    unsigned long long r = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*p >= n)
+            return -1;
+        unsigned char c = b[(*p)++];
+        if (shift < 64)
+            r |= (unsigned long long)(c & 0x7f) << shift;
+        if (c < 0x80) {
+            *v = r;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int cmp_off(const void *a, const void *b)
+{
+    Dwarf_Off x = *(const Dwarf_Off *)a, y = *(const Dwarf_Off *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* libdw parses a unit's abbreviation table lazily from the unit's offset and keeps what it
+ * parsed per unit: units pointing into the middle of one long table would make it parse and
+ * keep that table once per unit. Compilers write one table per unit (or share one): refused
+ * here are tables that run into the next one or past the section, at the cost of one pass. */
+static int check_abbrevs(Reader *self)
+{
+    const unsigned char *b;
+    size_t n = section_size(self->elf, ".debug_abbrev", &b);
+    size_t cap = 256, count = 0;
+    Dwarf_Off *offs = PyMem_Malloc(cap * sizeof *offs);
+    Dwarf_Off off = 0, next, abbrev;
+    size_t hsize;
+    if (offs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (dwarf_next_unit(self->dw, off, &next, &hsize, NULL, &abbrev, NULL, NULL, NULL, NULL) == 0) {
+        if (count == cap) {
+            Dwarf_Off *more = PyMem_Realloc(offs, 2 * cap * sizeof *offs);
+            if (more == NULL) {
+                PyMem_Free(offs);
+                PyErr_NoMemory();
+                return -1;
+            }
+            offs = more;
+            cap *= 2;
+        }
+        offs[count++] = abbrev;
+        off = next;
+    }
+    qsort(offs, count, sizeof *offs, cmp_off);
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        if (i > 0 && offs[i] == offs[i - 1])
+            continue;
+        size_t limit = n, p = offs[i];
+        for (size_t j = i + 1; j < count; j++)
+            if (offs[j] != offs[i]) {
+                limit = offs[j] < n ? offs[j] : n;
+                break;
+            }
+        unsigned long long code, tag, at, form, skip;
+        for (;;) {
+            if (p >= limit || uleb(b, limit, &p, &code) < 0)
+                goto bad;
+            if (code == 0)
+                break;
+            if (uleb(b, limit, &p, &tag) < 0 || p >= limit)
+                goto bad;
+            p++;                                    /* DW_CHILDREN_* */
+            for (int nattr = 0;; nattr++) {
+                if (uleb(b, limit, &p, &at) < 0 || uleb(b, limit, &p, &form) < 0)
+                    goto bad;
+                if (at == 0 && form == 0)
+                    break;
+                if (nattr >= MAX_ABBREV_ATTRS) {
+                    error_at_as(Unsuitable, ".debug_abbrev", offs[i], "abbreviation table",
+                                "an abbreviation with more attributes than any compiler writes");
+                    rc = -1;
+                    goto done;
+                }
+                if (form == DW_FORM_implicit_const && uleb(b, limit, &p, &skip) < 0)
+                    goto bad;
+            }
+        }
+        continue;
+bad:
+        error_at_as(Unsuitable, ".debug_abbrev", offs[i], "abbreviation table", "runs into the next table or past "
+                    "the section (abbreviation tables overlap beyond any real file)");
+        rc = -1;
+    }
+done:
+    PyMem_Free(offs);
+    return rc;
+}
+
 static int Reader_init(Reader *self, PyObject *args, PyObject *kw)
 {
     PyObject *buf;
-    if (!PyArg_ParseTuple(args, "O", &buf))
+    if (!PyArg_ParseTuple(args, "OLL", &buf, &self->string_budget, &self->range_budget))
         return -1;
     if (PyObject_GetBuffer(buf, &self->view, PyBUF_SIMPLE) < 0)
         return -1;
@@ -323,7 +484,7 @@ static int Reader_init(Reader *self, PyObject *args, PyObject *kw)
         PyErr_Format(DwarfError, "libdw cannot read the DWARF: %s", dwarf_errmsg(-1));
         return -1;
     }
-    return 0;
+    return check_abbrevs(self);
 }
 
 static void Reader_dealloc(Reader *self)
@@ -462,8 +623,10 @@ PyMODINIT_FUNC PyInit__libdw(void)
     if (PyType_Ready(&ReaderType) < 0)
         return NULL;
     DwarfError = PyErr_NewException("analyzer.dwarf._libdw.DwarfError", PyExc_ValueError, NULL);
+    Unsuitable = PyErr_NewException("analyzer.dwarf._libdw.Unsuitable", DwarfError, NULL);
     Py_INCREF(&ReaderType);
     PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType);
     PyModule_AddObject(m, "DwarfError", DwarfError);
+    PyModule_AddObject(m, "Unsuitable", Unsuitable);
     return m;
 }

@@ -36,6 +36,12 @@ LINE_SECTIONS = (".debug_line", ".debug_line_str", ".debug_str", ".debug_str_off
 _DEFAULT_STR_OFFSETS_BASE = {4: 8, 8: 16}
 
 
+class Unsuitable(InputError):
+    """A file libdw would read at a cost out of proportion to its size (abbreviation tables
+    that overlap, abbreviations with hundreds of attributes): ``engine="auto"`` reads it with
+    the walker instead, whose budgets bound that work."""
+
+
 def available() -> bool:
     """True when the libdw extension is built (``libdw-dev`` was installed at ``pip install``)."""
     return _libdw is not None
@@ -80,8 +86,16 @@ class NativeReader:
             raise InputError("the native DWARF reader is not built (install libdw-dev, then reinstall sizewatch)")
         if not little:
             raise InputError("the native DWARF reader reads little-endian files only")
+        size = {n: len(sections[n]) for n in SECTIONS if n in sections}
+        # the walker's budgets (analyzer.dwarf.walker): decoded string bytes, and range list
+        # entries (at least 16 bytes of a list each in .debug_ranges, 2 in .debug_rnglists)
+        strings = 8 * sum(size.get(n, 0) for n in (".debug_str", ".debug_line_str", ".debug_line",
+                                                   ".debug_info")) + (1 << 20)
+        ranges = 8 * (size.get(".debug_rnglists", 0) + size.get(".debug_ranges", 0)) + (1 << 20)
         try:
-            self._r = _libdw.Reader(pack_elf(sections, machine))
+            self._r = _libdw.Reader(pack_elf(sections, machine), strings, ranges)
+        except _libdw.Unsuitable as e:
+            raise Unsuitable(f"not read with libdw: {e}") from None
         except _libdw.DwarfError as e:
             raise InputError(f"corrupt DWARF (libdw: {e})") from None
         # the file names come from the walker's line table reader: both engines name files alike

@@ -83,7 +83,13 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
     pyelftools (slower; kept as the reference the tests compare with).
     """
     if engine == "auto":
-        engine = "native" if native_usable(img) else "fast"
+        if native_usable(img):
+            from analyzer.dwarf.native import Unsuitable
+            try:
+                return _native(img, table, cus)
+            except Unsuitable:
+                pass            # the walker's budgets bound what libdw would not
+        engine = "fast"
     if engine == "native":
         return _native(img, table, cus)
     raw = load_sections(img, table)
