@@ -275,10 +275,11 @@ def test_synthetic_ref_addr_and_nested(tmp_path, version, engine):
 
 # --- the example series ----------------------------------------------------------------------
 @pytest.mark.kernel
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
-def test_page_alloc_against_pyelftools(example_series, toolchain):
+def test_page_alloc_against_pyelftools(example_series, toolchain, engine):
     series = example_series(toolchain)
-    check_against_oracles(series[PATCH2].object_path)
+    check_against_oracles(series[PATCH2].object_path, engine=engine)
 
 
 @pytest.mark.kernel
