@@ -10,6 +10,7 @@ its name.
 """
 from __future__ import annotations
 
+import mmap
 from pathlib import PurePosixPath
 
 from analyzer.dwarf.model import CompileUnitFacts, DwarfFacts, Subprogram
@@ -123,9 +124,23 @@ def native_reader(img: ElfImage, table: SymbolTable | None):
     if img.section_by_name(".debug_info") is None:
         raise InputError(f"{img.name}: no .debug_info")
     try:
-        return NativeReader(section_views(img, table, SECTIONS), img.little, img.machine)
+        reader = NativeReader(section_views(img, table, SECTIONS), img.little, img.machine)
     except InputError as e:
         raise InputError(f"{img.name}: {e}") from None
+    _give_back_pages(img)
+    return reader
+
+
+def _give_back_pages(img: ElfImage) -> None:
+    """libdw reads its own copy of the debug sections: the mapped file's pages read to make it
+    (200 MB of a vmlinux) are given back instead of staying resident for the rest of the run;
+    later reads of the file (its symbols) map their pages again."""
+    m = getattr(img.data, "obj", None)
+    if isinstance(m, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            m.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
 
 
 def _native(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None) -> DwarfFacts:
