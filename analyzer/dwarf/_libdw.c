@@ -499,8 +499,19 @@ static void Reader_dealloc(Reader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static int ready(Reader *self)
+{
+    if (self->dw == NULL) {
+        PyErr_SetString(DwarfError, "Reader not initialised");
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *Reader_units(Reader *self, PyObject *unused)
 {
+    if (!ready(self))
+        return NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
@@ -535,6 +546,8 @@ static PyObject *Reader_units(Reader *self, PyObject *unused)
 
 static PyObject *Reader_unit(Reader *self, PyObject *arg)
 {
+    if (!ready(self))
+        return NULL;
     unsigned long long off = PyLong_AsUnsignedLongLong(arg);
     if (PyErr_Occurred())
         return NULL;
