@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
+from analyzer.dwarf.model import MAX_ORIGIN_HOPS
 from analyzer.elf import function_symbols, load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.relocs import symbol_addresses
@@ -162,16 +163,11 @@ def relative(path: str | None, root: str | None) -> str | None:
     return path
 
 
-def _union_length(spans: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for lo, hi in sorted(spans):
-        if end is None or lo >= end:
-            total += hi - lo
-            end = hi
-        elif hi > end:
-            total += hi - end
-            end = hi
-    return total
+def _describe(syms: "_Symbols", lo: int, hi: int, described: dict[int, int], touched: set[int]) -> None:
+    """Count [lo, hi) (one piece of the union of DWARF ranges) in the symbols it overlaps."""
+    for k, n in syms.split(lo, hi)[0]:
+        described[k] = described.get(k, 0) + n
+        touched.add(k)
 
 
 class _Symbols:
@@ -215,8 +211,11 @@ class _Symbols:
         return out, outside
 
 
-def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None) -> InlineCost:
-    """The inlined bytes of one ELF file (``cus``: only these compilation units of a vmlinux)."""
+def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None,
+                engine: str = "auto") -> InlineCost:
+    """The inlined bytes of one ELF file (``cus``: only these compilation units of a vmlinux).
+
+    ``engine``: as :func:`analyzer.dwarf.read_dwarf` (``"auto"``: libdw where it is built)."""
     images = load_images(path)
     if len(images) != 1:
         raise InputError(f"{path}: archives are not supported here; give one object file")
@@ -226,7 +225,7 @@ def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None
         raise InputError(f"{path}: no symbol table (stripped file)")
     if not has_dwarf(img):
         raise InputError(f"{path}: no DWARF (.debug_info): build with debug info to see inlined code")
-    dw = read_dwarf(img, table, tuple(cus) if cus else None)
+    dw = read_dwarf(img, table, tuple(cus) if cus else None, engine=engine)
     return attribute(str(path), dw, _Symbols(img, table))
 
 
@@ -235,33 +234,41 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
     callees: dict[tuple[str, str | None], CalleeCost] = {}
     inlined_at: dict[int, int] = {}                 # symbol index -> inlined bytes
     touched: set[int] = set()                       # symbols some DWARF range falls in
-    covered: dict[int, list[tuple[int, int]]] = {}  # symbol index -> DWARF spans inside it
+    described: dict[int, int] = {}                  # symbol index -> bytes some DWARF range covers
     un = Unattributed()
     names: dict[tuple[int, str | None], tuple[str | None, str | None]] = {}
+
+    # each unit's source root, found by the offset of its first subprogram: a declaring file is
+    # made relative to the root of the unit that declares it (an origin in another unit, named by
+    # DW_FORM_ref_addr, is declared there)
+    roots = [(min(u.subprograms), source_root(u)) for u in dw.units if u.subprograms]
+    roots.sort()
+    root_starts = [o for o, _r in roots]
+
+    def declaring_root(offset: int, fallback: str | None) -> str | None:
+        sp, seen = dw.subprograms.get(offset), 0
+        while sp is not None and sp.decl_line is None and sp.origin is not None and seen < MAX_ORIGIN_HOPS:
+            sp, seen = dw.subprograms.get(sp.origin), seen + 1
+        if sp is None:
+            return fallback
+        i = bisect_right(root_starts, sp.offset) - 1
+        return roots[i][1] if i >= 0 else fallback
 
     def callee_of(origin: int, root: str | None) -> tuple[str | None, str | None]:
         got = names.get((origin, root))
         if got is None:
-            got = names[(origin, root)] = (dw.name_of(origin), relative(dw.decl_of(origin)[0], root))
+            got = names[(origin, root)] = (dw.name_of(origin),
+                                           relative(dw.decl_of(origin)[0], declaring_root(origin, root)))
         return got
 
-    def cover(lo: int, hi: int) -> list[tuple[int, int]]:
-        parts, _outside = syms.split(lo, hi)
-        p = lo
-        for k, n in parts:
-            s = max(p, syms.lo[k])
-            covered.setdefault(k, []).append((s, s + n))
-            touched.add(k)
-            p = s + n
-        return parts
+    spans: list[tuple[int, int]] = []              # every DWARF range: their union is what is described
 
     for u in dw.units:
         unit = u.name or "?"
         root = source_root(u)
         unit = relative(unit, root) if unit.startswith("/") else unit
         for sp in u.subprograms.values():
-            for lo, hi in sp.ranges:
-                cover(lo, hi)
+            spans.extend(sp.ranges)
         insts = u.inlined
         keys = []
         for inst in insts:
@@ -279,9 +286,7 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
                 un.empty_instances += 1
             if unit not in c.units:
                 c.units.append(unit)
-            for lo, hi in inst.ranges:
-                if hi > lo:
-                    cover(lo, hi)
+            spans.extend(inst.ranges)
         for lo, hi, i in innermost_segments([inst.ranges for inst in insts]):
             c = callees[keys[i]]
             parts, outside = syms.split(lo, hi)
@@ -294,12 +299,25 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
                 c.callers[nm] = c.callers.get(nm, 0) + n
                 inlined_at[k] = inlined_at.get(k, 0) + n
 
+    # the described bytes of each symbol: the union of all ranges, split at the symbols once
+    spans.sort()
+    start = end = None
+    for lo, hi in spans:
+        if end is not None and lo <= end:
+            end = max(end, hi)
+            continue
+        if end is not None:
+            _describe(syms, start, end, described, touched)
+        start, end = lo, hi
+    if end is not None:
+        _describe(syms, start, end, described, touched)
+
     # symbols of one name (static functions of many units in a vmlinux) are summed, as
     # bloat-o-meter sums them: a caller is a name, as in its table
     callers: dict[str, CallerCost] = {}
     for k in sorted(touched):
         size = syms.hi[k] - syms.lo[k]
-        undescribed = size - _union_length(covered.get(k, []))
+        undescribed = size - described.get(k, 0)
         inlined = inlined_at.get(k, 0)
         cc = callers.setdefault(syms.name[k], CallerCost(syms.name[k], 0))
         cc.size += size

@@ -1,15 +1,20 @@
-"""Inline cost (issue 14): time and peak RSS of the attribution beside ``llvm-dwarfdump-19 --debug-info``.
+"""Inline cost (issue 14): time and peak RSS of the attribution beside ``llvm-dwarfdump-19 --debug-info``
+and ``pfunct`` (dwarves, over libdw) on the same files, in one run.
 
-Each measured command is its own process (wall time, and peak RSS from ``wait4``'s rusage), on:
+Each measured command is its own process (wall time, CPU time (user + sys) and peak RSS from
+``wait4``'s rusage; a peak RSS carries over exec, so a small tool shows this script's ~40 MB), on:
 - mm/page_alloc.o of the example series (patch 2, gcc-12 and clang-19; built or from the cache);
 - the pinned Debian dbg vmlinux (bench/dbg_vmlinux.py) if it is already in ~/.cache/sizewatch:
-  one unit (``--cu mm/page_alloc.c``) and the whole kernel, the whole kernel with a time limit
-  (``--limit``, default 600 s): past it the run is stopped and reported as such, not estimated.
+  one unit (``--cu mm/page_alloc.c``: what a patch touching one file costs when the unit is
+  named) and the whole kernel, each command with a time limit (``--limit``, default 600 s):
+  past it the run is stopped and reported as such, not estimated.
+Ours runs with both DWARF engines: ``native`` (libdw, analyzer/dwarf/_libdw.c) and ``fast``
+(the pure-Python walker, what a machine without libdw-dev gets).
 
-Issue 14's target for the whole Debian vmlinux is ≤ 15 s and ≤ 1 GB; the pure-Python path is not
-expected to meet it (a native decoder is the issue's next step). Prints the load (``uptime``).
+Issue 14's target for the whole Debian vmlinux is ≤ 15 s and ≤ 1 GB. The machine is shared:
+CPU time is printed beside wall time, and the load (``uptime``) before and after.
 
-Usage: python bench/inline_cost_bench.py [--limit SECONDS] [--no-vmlinux] [--no-whole]
+Usage: python bench/inline_cost_bench.py [--limit SECONDS] [--no-vmlinux] [--no-whole] [--no-pfunct]
 """
 from __future__ import annotations
 
@@ -24,13 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 OURS = ("import sys; from analyzer.inline_cost import inline_cost; "
-        "r = inline_cost(sys.argv[1], sys.argv[2:] or None); "
+        "r = inline_cost(sys.argv[2], sys.argv[3:] or None, engine=sys.argv[1]); "
         "print(len(r.callees), sum(c.instances for c in r.callees.values()), r.inlined_bytes, "
         "r.unattributed.outside_symbols, file=sys.stderr)")
 
 
-def measure(cmd: list[str], limit: float) -> tuple[str, float, float, str]:
-    """(status, seconds, peak RSS in MB, last stderr line) of one process."""
+def measure(cmd: list[str], limit: float) -> tuple[str, float, float, float, str]:
+    """(status, seconds, CPU seconds, peak RSS in MB, last stderr line) of one process."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     status = "ok"
@@ -50,12 +55,16 @@ def measure(cmd: list[str], limit: float) -> tuple[str, float, float, str]:
     err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
     if status == "ok" and proc.returncode != 0:
         status = f"failed ({proc.returncode})"
-    return status, took, ru.ru_maxrss / 1024, err[-1] if err else ""
+    return status, took, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, err[-1] if err else ""
 
 
 def row(label: str, cmd: list[str], limit: float) -> None:
-    status, took, rss, last = measure(cmd, limit)
-    print(f"{label:58s} {took:8.2f} s {rss:8.0f} MB  {status}  {last[:90]}", flush=True)
+    status, took, cpu, rss, last = measure(cmd, limit)
+    print(f"{label:58s} {took:8.2f} s {cpu:8.2f} s {rss:8.0f} MB  {status}  {last[:90]}", flush=True)
+
+
+def ours(engine: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", OURS, engine, *args]
 
 
 def main() -> None:
@@ -63,15 +72,23 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=600.0, help="seconds allowed per whole-vmlinux command")
     ap.add_argument("--no-vmlinux", action="store_true", help="only the example objects")
     ap.add_argument("--no-whole", action="store_true", help="the vmlinux's one unit only")
+    ap.add_argument("--no-pfunct", action="store_true", help="skip pfunct on the whole vmlinux (minutes, GBs)")
     args = ap.parse_args()
+    from analyzer.dwarf import native
+    engines = ["native", "fast"] if native.available() else ["fast"]
+    if not native.available():
+        print("the libdw extension is not built (libdw-dev missing at install): the walker only")
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print(f"{'command':58s} {'wall':>10s} {'peak RSS':>11s}  status  (ours: callees instances bytes outside)")
+    print(f"{'command':58s} {'wall':>10s} {'CPU':>10s} {'peak RSS':>11s}  status  "
+          "(ours: callees instances bytes outside)")
     from toolchains.example import build_series
     for tc in ("gcc-12", "clang-19"):
         obj = build_series(tc)[2].object_path
-        row(f"inline_cost {tc} page_alloc.o", [sys.executable, "-c", OURS, str(obj)], 120)
+        for engine in engines:
+            row(f"inline_cost [{engine}] {tc} page_alloc.o", ours(engine, str(obj)), 120)
         row(f"llvm-dwarfdump-19 --debug-info {tc} page_alloc.o",
             ["llvm-dwarfdump-19", "--debug-info", str(obj)], 120)
+        row(f"pfunct {tc} page_alloc.o", ["pfunct", str(obj)], 120)
     if args.no_vmlinux:
         return
     from bench.dbg_vmlinux import PINNED, _is_version
@@ -85,13 +102,17 @@ def main() -> None:
         print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): vmlinux rows skipped")
         return
     mb = found.stat().st_size / 1e6
-    row(f"inline_cost vmlinux ({mb:.0f} MB) --cu mm/page_alloc.c",
-        [sys.executable, "-c", OURS, str(found), "mm/page_alloc.c"], args.limit)
+    for engine in engines:
+        row(f"inline_cost [{engine}] vmlinux ({mb:.0f} MB) --cu mm/page_alloc.c",
+            ours(engine, str(found), "mm/page_alloc.c"), args.limit)
     if args.no_whole:
         return
     row("llvm-dwarfdump-19 --debug-info vmlinux (whole)", ["llvm-dwarfdump-19", "--debug-info", str(found)],
         args.limit)
-    row("inline_cost vmlinux (whole)", [sys.executable, "-c", OURS, str(found)], args.limit)
+    if not args.no_pfunct:
+        row("pfunct vmlinux (whole)", ["pfunct", str(found)], args.limit)
+    for engine in engines:
+        row(f"inline_cost [{engine}] vmlinux (whole)", ours(engine, str(found)), args.limit)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

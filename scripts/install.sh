@@ -13,8 +13,9 @@ APT_PACKAGES=(
   gcc-11 gcc-12 clang-14 clang-16 clang-19 lld-14 lld-16 lld-19 llvm-14 llvm-16 llvm-19
   # sandboxing of untrusted builds, optional compiler cache
   bubblewrap ccache
-  # python
-  python3 python3-venv python3-dev
+  # python; gcc + libdw-dev: the native DWARF reader (analyzer/dwarf/_libdw.c, built by pip through
+  # setup.py; without them pip installs sizewatch with the pure-Python DWARF walker only)
+  python3 python3-venv python3-dev gcc libdw-dev
   # the dashboard: a real browser for its tests (driven through chromedriver), a load tool for its bench
   chromium chromium-driver wrk
   # the bot's list input: public-inbox v2 inboxes (its tests make real ones with public-inbox-init/-mda)
@@ -40,7 +41,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.sizewatch-installed
-want=$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat setup.cfg pyproject.toml setup.py analyzer/dwarf/_libdw.c | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log=$(mktemp)
   if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat; } >"$log" 2>&1; then

@@ -8,6 +8,7 @@ only success or a one-line InputError, each within bounded memory (tracemalloc) 
 """
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, dwarf_layout, dwarf_sections, elf_file, uleb
 from test_dwarf_synthetic import facts_units, form_units
 
-from analyzer.dwarf import read_dwarf
+from analyzer.dwarf import native, read_dwarf
 from analyzer.dwarf.walker import Walker
 from analyzer.elf import load_images, read_symtab
 from analyzer.errors import InputError
@@ -286,28 +287,89 @@ def _bounded(tmp_path, secs: dict[str, bytes], reason: str | None) -> None:
             fails_with(path, reason)
 
 
-def test_zero_width_attributes_cost_no_more_than_their_bytes(tmp_path):
+def zero_width_attributes() -> dict[str, bytes]:
     """200k flag_present attributes in one abbreviation, used by 20k one-byte DIEs."""
     abbrev = bytes([1, 0x11, 1, 0x03, 0x08, 0, 0]) + bytes([2, 0x2E, 0]) + bytes([0x3F, 0x19]) * 200_000 + b"\0\0\0"
     info = _v4_unit(bytes([1]) + b"x.c\0" + bytes([2]) * 20_000 + b"\0")
-    _bounded(tmp_path, {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0"}, None)
+    return {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0"}
 
 
-def test_overlapping_abbreviation_tables(tmp_path):
+def overlapping_abbreviation_tables() -> dict[str, bytes]:
     """10k units each pointing into the middle of one 20k-entry abbreviation table."""
     entries = b"".join(bytes([0x80 | (c & 0x7F), 0x80 | ((c >> 7) & 0x7F), c >> 14, 0x24, 0, 0, 0])
                        for c in range(1 << 14, (1 << 14) + 20_000))
     abbrev = entries + bytes([1, 0x11, 0, 0, 0]) + b"\0"
     info = b"".join(_v4_unit(bytes([1]), 7 * k) for k in range(0, 20_000, 2))
-    _bounded(tmp_path, {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0"},
-             r"corrupt DWARF in \.debug_abbrev at 0x[0-9a-f]+: abbreviation tables overlap")
+    return {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0"}
 
 
-def test_range_list_shared_by_every_unit(tmp_path):
+def range_list_shared_by_every_unit() -> dict[str, bytes]:
     """20k units whose subprogram names one 50k-entry range list."""
     abbrev = bytes([1, 0x11, 1, 0, 0]) + bytes([2, 0x2E, 0, 0x55, 0x17, 0, 0]) + b"\0"
     info = _v4_unit(bytes([1, 2]) + (0).to_bytes(4, "little") + b"\0") * 20_000
     ranges = b"".join((16 * k).to_bytes(8, "little") + (16 * k + 8).to_bytes(8, "little")
                       for k in range(1, 50_001)) + bytes(16)
-    _bounded(tmp_path, {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0", ".debug_ranges": ranges},
+    return {".debug_info": info, ".debug_abbrev": abbrev, ".debug_str": b"\0", ".debug_ranges": ranges}
+
+
+def test_zero_width_attributes_cost_no_more_than_their_bytes(tmp_path):
+    _bounded(tmp_path, zero_width_attributes(), None)
+
+
+def test_overlapping_abbreviation_tables(tmp_path):
+    _bounded(tmp_path, overlapping_abbreviation_tables(),
+             r"corrupt DWARF in \.debug_abbrev at 0x[0-9a-f]+: abbreviation tables overlap")
+
+
+def test_range_list_shared_by_every_unit(tmp_path):
+    _bounded(tmp_path, range_list_shared_by_every_unit(),
              r"corrupt DWARF in \.debug_ranges at 0x0: range lists overlap")
+
+
+# --- the libdw engine: the same damage, in a child process ------------------------------------
+
+def native_campaign(tmp: str, n: int) -> dict:
+    """Run in a child (see test_native_engine_hostile): every mutant, and the three files whose
+    work would outgrow them, through the libdw engine, and through inline_cost's "auto" engine
+    (libdw, or the walker for a file libdw would read at a cost out of proportion). Returns
+    outcome counts and the growth cases' messages; an exception other than a one-line
+    InputError propagates (the child fails)."""
+    from analyzer.inline_cost import inline_cost
+    tmp_path = Path(tmp)
+    outcomes: dict[str, int] = {}
+    cases = list(mutants(n)) + [(f.__name__, f()) for f in (zero_width_attributes, overlapping_abbreviation_tables,
+                                                             range_list_shared_by_every_unit)]
+    for case, secs in cases:
+        path = write(tmp_path, secs, "mutant.o")
+        for run in (lambda: read(path, engine="native"), lambda: inline_cost(path)):     # "auto" falls back
+            try:
+                run()
+                outcomes["ok"] = outcomes.get("ok", 0) + 1
+            except InputError as e:
+                msg = str(e)
+                assert "\n" not in msg and msg.startswith(f"{path}: ") and msg[len(f"{path}: "):].strip(), (case, msg)
+                outcomes["InputError"] = outcomes.get("InputError", 0) + 1
+                if not case[0].isdigit():
+                    outcomes.setdefault(case, msg)
+    return outcomes
+
+
+@pytest.mark.skipif(not native.available(), reason="libdw extension not built (libdw-dev missing at install)")
+@pytest.mark.timeout(600)
+def test_native_engine_hostile(tmp_path):
+    """A crash inside libdw would end the process, not raise: the campaign runs in a child,
+    whose exit status, outcomes and peak RSS are checked. The files built to outgrow their size
+    are refused by the extension's checks and budgets (overlapping abbreviation tables, an
+    abbreviation with 200k attributes: minutes in libdw; one range list named by 20k units)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); import test_dwarf_hostile as t; "
+            "import resource; out = t.native_campaign(sys.argv[1], 400); "
+            "out['rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024; print(json.dumps(out))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(ROOT / "tests")], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out.get("ok", 0) > 40 and out.get("InputError", 0) > 200, out
+    assert "abbreviation tables overlap" in out["overlapping_abbreviation_tables"], out
+    assert "more attributes than any compiler writes" in out["zero_width_attributes"], out
+    assert "range lists overlap" in out["range_list_shared_by_every_unit"], out
+    assert out["rss_mb"] < 400, out

@@ -1,17 +1,22 @@
-"""The fast DIE walker against pyelftools' decoding of the same (numpy-relocated) sections."""
+"""The fast DIE walker and the libdw engine against pyelftools' decoding of the same
+(numpy-relocated) sections; the libdw engine against the walker on a whole Debian vmlinux."""
 from __future__ import annotations
 
 import pytest
 
-from analyzer.dwarf import read_dwarf
+from analyzer.dwarf import native, read_dwarf
 from analyzer.elf import load_images, read_symtab
 from conftest import FIXTURES
 
 
-def both(path):
+ENGINES = ["fast", pytest.param("native", marks=pytest.mark.skipif(
+    not native.available(), reason="libdw extension not built (libdw-dev missing at install)"))]
+
+
+def both(path, engine: str = "fast"):
     img = load_images(path)[0]
     table = read_symtab(img)
-    return read_dwarf(img, table, engine="pyelftools"), read_dwarf(img, table)
+    return read_dwarf(img, table, engine="pyelftools"), read_dwarf(img, table, engine=engine)
 
 
 def assert_same(ref, fast):
@@ -23,18 +28,20 @@ def assert_same(ref, fast):
 @pytest.mark.parametrize("cc", ["gcc-12", "clang-19"])
 @pytest.mark.parametrize("flags", [(), ("-gdwarf-4",), ("-ffunction-sections",), ("-gdwarf-4", "-ffunction-sections")],
                          ids=["dwarf5", "dwarf4", "dwarf5-fs", "dwarf4-fs"])
-def test_fixture_objects(compile_c, cc, flags):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fixture_objects(compile_c, cc, flags, engine):
     obj = compile_c(cc, FIXTURES / "inline_cases.c", *flags, name=f"walk-{cc}-{'-'.join(flags) or 'plain'}.o")
-    ref, fast = both(obj)
+    ref, fast = both(obj, engine)
     assert_same(ref, fast)
     assert any(i.ranges for u in fast.units for i in u.inlined)       # the fixture exercises ranges
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("tc", ["gcc-12", "clang-19"])
-def test_kernel_objects(example_series, tc):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_kernel_objects(example_series, tc, engine):
     for built in example_series(tc):
-        ref, fast = both(built.object_path)
+        ref, fast = both(built.object_path, engine)
         assert_same(ref, fast)
         assert len(fast.units[0].inlined) > 1000
 
@@ -79,3 +86,28 @@ def test_pyelftools_relocating_itself(example_series):
         assert (Counter(i.origin for u in fast.units for i in u.inlined)
                 == Counter(i.origin for u in ref_units for i in u.inlined))
         assert sum(len(u.inlined) for u in fast.units) > 1000 and any(sp.ranges for sp in fast.subprograms.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not native.available(), reason="libdw extension not built (libdw-dev missing at install)")
+def test_native_debian_vmlinux():
+    """The pinned Debian dbg vmlinux (bench/dbg_vmlinux.py, 2,172 units, 14 M DIEs): libdw's
+    reading equals pyelftools' on mm/page_alloc.c and the walker's on every unit."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from dbg_vmlinux import Unavailable, vmlinux
+    try:
+        path = vmlinux("linux-image-6.1.0-56-cloud-amd64-dbg")
+    except Unavailable as e:
+        pytest.fail(str(e))
+    img = load_images(path)[0]
+    table = read_symtab(img)
+    unit = ("mm/page_alloc.c",)
+    got = read_dwarf(img, table, unit, engine="native")
+    assert_same(read_dwarf(img, table, unit, engine="pyelftools"), got)
+    assert len(got.units) == 1 and len(got.units[0].inlined) > 1000
+    whole = read_dwarf(img, table, engine="native")
+    assert len(whole.units) > 2000
+    assert_same(read_dwarf(img, table, engine="fast"), whole)

@@ -21,7 +21,9 @@ from analyzer.clones import parse as parse_clone
 from analyzer.dwarf import load_sections
 from analyzer.dwarf.reference import dwarf_info
 from analyzer.elf import load_images, read_symtab
+from analyzer.dwarf import native
 from analyzer.inline_cost import inline_cost, innermost_segments
+from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, compile_dwarf
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inline_cost"
 STOCK, PATCH1, PATCH2 = 0, 1, 2
@@ -131,8 +133,8 @@ def nm_sizes(path: Path) -> dict[str, int]:
     return sizes
 
 
-def check_against_oracles(path: Path, unit: str | None = None) -> None:
-    got = inline_cost(path, [unit] if unit else None)
+def check_against_oracles(path: Path, unit: str | None = None, engine: str = "auto") -> None:
+    got = inline_cost(path, [unit] if unit else None, engine=engine)
     want, want_callers = oracle(path, "/" + unit if unit else None)
     assert {k.split("@")[0] for k in got.callees} == set(want)
     for key, c in got.callees.items():
@@ -197,12 +199,87 @@ def test_sizediff_inline_cost_errors(sizediff, compile_c, tmp_path):
     assert r.returncode == 0 and b"(no inlined callee changed)" in r.stdout
 
 
+# --- synthetic DWARF: origins in another unit, nested inlines ------------------------------
+TEXT = 1 << 32         # where the analyzer places .text of a .o
+ENGINES = ["fast", "pyelftools",
+           pytest.param("native", marks=pytest.mark.skipif(not native.available(),
+                                                           reason="libdw extension not built (libdw-dev missing)"))]
+
+
+def nested_units(version: int) -> list[DwarfUnit]:
+    """Unit 1 declares two inline helpers (in include/linux/mmzone.h) and inlines them nested
+    into get_page [0x100, 0x180); unit 2 inlines both, nested again, into caller [0x400, 0x440),
+    naming unit 1's abstract DIEs by DW_FORM_ref_addr. Addresses are written as the analyzer places
+    .text (section 1) of a .o (analyzer.relocs.section_bases), the writer emitting no relocations.
+    Unit 2 also declares a function of include/linux/gfp.h, as kernel units do, so that its
+    source root is the tree's top."""
+    v5 = version >= 5
+    header = 1 if v5 else 2             # v5: 0 is the primary file; v4: 1-based
+    ranges_form = "rnglistx" if v5 else "sec_offset"
+    cu = DwarfDie("compile_unit", [DwarfAttrib("name", "strp", "/linux/mm/page_alloc.c"),
+                                   DwarfAttrib("comp_dir", "strp", "/linux"), DwarfAttrib("low_pc", "addr", 0)], [
+        DwarfDie("subprogram", [DwarfAttrib("name", "strp", "rmqueue_smallest"),
+                                DwarfAttrib("decl_file", "data1", header), DwarfAttrib("decl_line", "data2", 2300),
+                                DwarfAttrib("inline", "data1", 3)], label="smallest"),
+        DwarfDie("subprogram", [DwarfAttrib("name", "strp", "del_page"), DwarfAttrib("decl_file", "data1", header),
+                                DwarfAttrib("decl_line", "data2", 900), DwarfAttrib("inline", "data1", 3)],
+                 label="del_page"),
+        DwarfDie("subprogram", [DwarfAttrib("name", "strp", "get_page"), DwarfAttrib("decl_file", "data1", header - 1 if v5 else 1),
+                                DwarfAttrib("decl_line", "data2", 40), DwarfAttrib("low_pc", "addr", TEXT + 0x100),
+                                DwarfAttrib("high_pc", "data4", 0x80)], [
+            DwarfDie("inlined_subroutine", [
+                DwarfAttrib("abstract_origin", "ref4", "smallest"),
+                DwarfAttrib("ranges", ranges_form, [(TEXT + 0x110, TEXT + 0x130), (TEXT + 0x160, TEXT + 0x170)])], [
+                DwarfDie("lexical_block", [], [
+                    DwarfDie("inlined_subroutine", [DwarfAttrib("abstract_origin", "ref4", "del_page"),
+                                                    DwarfAttrib("low_pc", "addr", TEXT + 0x118),
+                                                    DwarfAttrib("high_pc", "data1", 8)])])])])])
+    other = DwarfDie("compile_unit", [DwarfAttrib("name", "strp", "/linux/mm/other.c"),
+                                      DwarfAttrib("comp_dir", "strp", "/linux"), DwarfAttrib("low_pc", "addr", 0)], [
+        DwarfDie("subprogram", [DwarfAttrib("name", "strp", "gfp_zone"), DwarfAttrib("decl_file", "data1", 2 if v5 else 3),
+                                DwarfAttrib("decl_line", "data1", 9), DwarfAttrib("declaration", "flag_present", True)]),
+        DwarfDie("subprogram", [DwarfAttrib("name", "strp", "caller"), DwarfAttrib("decl_file", "data1", 1),
+                                DwarfAttrib("decl_line", "data1", 7), DwarfAttrib("low_pc", "addr", TEXT + 0x400),
+                                DwarfAttrib("high_pc", "addr", TEXT + 0x440)], [
+            DwarfDie("inlined_subroutine", [DwarfAttrib("abstract_origin", "ref_addr", "smallest"),
+                                            DwarfAttrib("low_pc", "addr", TEXT + 0x404), DwarfAttrib("high_pc", "data1", 12)], [
+                DwarfDie("inlined_subroutine", [DwarfAttrib("abstract_origin", "ref_addr", "del_page"),
+                                                DwarfAttrib("low_pc", "addr", TEXT + 0x406),
+                                                DwarfAttrib("high_pc", "data1", 4)])])])])
+    return [DwarfUnit(cu, version, 4, files=("/linux/mm/page_alloc.c", "/linux/include/linux/mmzone.h")),
+            DwarfUnit(other, version, 4, files=("/linux/mm/other.c", "/linux/mm/other.c", "/linux/include/linux/gfp.h"))]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("version", [4, 5])
+def test_synthetic_ref_addr_and_nested(tmp_path, version, engine):
+    path = compile_dwarf(nested_units(version), tmp_path / "nested.o", [("get_page", 0x100, 0x80),
+                                                                         ("caller", 0x400, 0x40)])
+    got = inline_cost(path, engine=engine)
+    sm, dp = got.callees["rmqueue_smallest"], got.callees["del_page"]
+    # innermost: del_page owns its 8 + 4 bytes; rmqueue_smallest the rest of its 48 + 12,
+    # and shows its whole ranges, del_page's bytes included
+    assert (dp.instances, dp.bytes, dp.including) == (2, 12, 12)
+    assert (sm.instances, sm.bytes, sm.including) == (2, 40 + 8, 60)
+    assert sm.callers == {"get_page": 40, "caller": 8} and dp.callers == {"get_page": 8, "caller": 4}
+    # the origin in the other unit is named, with its declaring header, from the caller's unit too
+    assert sm.units == dp.units == ["mm/other.c", "mm/page_alloc.c"]
+    assert sm.decl_file == dp.decl_file == "include/linux/mmzone.h"
+    assert got.files["include/linux/mmzone.h"].bytes == 60 and got.inlined_bytes == 60
+    assert got.callers["get_page"].inlined == 48 and got.callers["caller"].inlined == 12
+    assert got.unattributed.to_dict() == {"outside_symbols": 0, "no_origin_name": 0, "empty_instances": 0,
+                                          "undescribed": 0}
+    # and the independent pyelftools reading (its own DIE tree, origin chains and address sets)
+    check_against_oracles(path, engine=engine)
+
+
 # --- the example series ----------------------------------------------------------------------
 @pytest.mark.kernel
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
-def test_page_alloc_against_pyelftools(example_series, toolchain):
+def test_page_alloc_against_pyelftools(example_series, toolchain, engine):
     series = example_series(toolchain)
-    check_against_oracles(series[PATCH2].object_path)
+    check_against_oracles(series[PATCH2].object_path, engine=engine)
 
 
 @pytest.mark.kernel

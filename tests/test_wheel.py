@@ -117,3 +117,56 @@ def test_installed_dashboard_serves_pages_and_chart_js(installed):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _fixture_object(tmp: Path) -> Path:
+    obj = tmp / "callers.o"
+    subprocess.run(["gcc-12", "-c", "-O2", "-g", "-o", str(obj), str(ROOT / "tests" / "fixtures" / "inline_cost" /
+                                                                     "callers.c")], check=True)
+    return obj
+
+
+READ = ("import sys; from analyzer.dwarf import native; from analyzer.inline_cost import inline_cost; "
+        "r = inline_cost(sys.argv[1]); print(native.available(), r.callees['mix'].instances, r.inlined_bytes)")
+
+
+def test_the_wheel_carries_the_libdw_reader(installed, tmp_path):
+    """Built where libdw-dev is installed (scripts/install.sh), the wheel holds the native DWARF
+    reader and the installed package uses it."""
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    has_headers = Path("/usr/include/elfutils/libdw.h").is_file()
+    assert any(n.startswith("analyzer/dwarf/_libdw.") and n.endswith(".so") for n in names) == has_headers
+    got = _run(installed["venv"] / "bin" / "python", "-c", READ, _fixture_object(tmp_path), cwd=installed["cwd"],
+               env=installed["env"])
+    assert got.returncode == 0, got.stderr
+    available, mix, total = got.stdout.split()
+    assert available == str(has_headers) and int(mix) == 6 and int(total) > 0
+    installed["native_result"] = (mix, total)
+
+
+def test_without_libdw_the_wheel_reads_dwarf_in_python(installed, tmp_path):
+    """A machine that cannot build the extension (here: no C compiler) still builds and installs
+    the wheel, and reads DWARF with the pure-Python walker, with the same result. Runs last: it
+    replaces the installed package."""
+    dist = tmp_path / "dist"
+    env = {**os.environ, "CC": "false"}
+    leftovers = [p for p in (ROOT / "build", ROOT / "sizewatch.egg-info") if not p.exists()]
+    try:
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                               capture_output=True, text=True, timeout=600, env=env)
+    finally:
+        for p in leftovers:
+            shutil.rmtree(p, ignore_errors=True)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = dist.glob("sizewatch-*.whl")
+    assert not any(n.endswith(".so") for n in zipfile.ZipFile(wheel).namelist())
+    inst = _run(installed["venv"] / "bin" / "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel,
+                cwd=installed["cwd"], env=installed["env"])
+    assert inst.returncode == 0, inst.stderr
+    got = _run(installed["venv"] / "bin" / "python", "-c", READ, _fixture_object(tmp_path), cwd=installed["cwd"],
+               env=installed["env"])
+    assert got.returncode == 0, got.stderr
+    available, mix, total = got.stdout.split()
+    assert available == "False" and int(mix) == 6
+    if "native_result" in installed:
+        assert (mix, total) == installed["native_result"]

@@ -10,6 +10,7 @@ its name.
 """
 from __future__ import annotations
 
+import mmap
 from pathlib import PurePosixPath
 
 from analyzer.dwarf.model import CompileUnitFacts, DwarfFacts, Subprogram
@@ -26,18 +27,39 @@ def has_dwarf(img: ElfImage) -> bool:
     return img.section_by_name(".debug_info") is not None
 
 
-def load_sections(img: ElfImage, table: SymbolTable | None) -> dict[str, bytes]:
+def load_sections(img: ElfImage, table: SymbolTable | None,
+                  names: tuple[str, ...] = DEBUG_SECTIONS) -> dict[str, bytes]:
     """The debug sections' bytes by name, with their relocations applied (for a .o)."""
     symaddr = symbol_addresses(img, table) if (table is not None and img.relocatable) else None
     raw: dict[str, bytes] = {}
-    for name in DEBUG_SECTIONS:
-        sec = img.section_by_name(name)
-        if sec is None or sec.nobits:
-            continue
-        if sec.flags & SHF_COMPRESSED:
-            raise InputError(f"{img.name}: compressed debug sections are not supported ({name})")
-        raw[name] = relocated_bytes(img, sec, table, symaddr)
+    for name in names:
+        sec = _debug_section(img, name)
+        if sec is not None:
+            raw[name] = relocated_bytes(img, sec, table, symaddr)
     return raw
+
+
+def section_views(img: ElfImage, table: SymbolTable | None, names: tuple[str, ...]) -> dict:
+    """As :func:`load_sections`, but a linked file's sections are views of the mapped file, not
+    copies (a vmlinux's debug sections are 200+ MB)."""
+    if img.relocatable:
+        return load_sections(img, table, names)
+    return {name: img.section_bytes(sec) for name in names if (sec := _debug_section(img, name)) is not None}
+
+
+def _debug_section(img: ElfImage, name: str):
+    sec = img.section_by_name(name)
+    if sec is None or sec.nobits:
+        return None
+    if sec.flags & SHF_COMPRESSED:
+        raise InputError(f"{img.name}: compressed debug sections are not supported ({name})")
+    return sec
+
+
+def native_usable(img: ElfImage) -> bool:
+    """The libdw engine is built and reads this file (little-endian; x86-64 relocations for a .o)."""
+    from analyzer.dwarf import native
+    return native.available() and img.little
 
 
 def cu_matches(name: str | None, wanted: tuple[str, ...]) -> bool:
@@ -56,9 +78,21 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
                engine: str = "fast") -> DwarfFacts:
     """Decode subprograms and inlined instances of every CU (or only those named in ``cus``).
 
-    ``engine="fast"`` walks the DIEs with :mod:`analyzer.dwarf.walker`; ``"pyelftools"``
-    decodes them with pyelftools (slower; kept as the reference the tests compare with).
+    ``engine="fast"`` walks the DIEs with :mod:`analyzer.dwarf.walker`; ``"native"`` with
+    elfutils' libdw (:mod:`analyzer.dwarf.native`, where built); ``"auto"`` the native one where
+    it is built and reads the file, else the walker; ``"pyelftools"`` decodes them with
+    pyelftools (slower; kept as the reference the tests compare with).
     """
+    if engine == "auto":
+        if native_usable(img):
+            from analyzer.dwarf.native import Unsuitable
+            try:
+                return _native(img, table, cus)
+            except Unsuitable:
+                pass            # the walker's budgets bound what libdw would not
+        engine = "fast"
+    if engine == "native":
+        return _native(img, table, cus)
     raw = load_sections(img, table)
     try:
         wanted = ({off for off, name in scan_unit_names(raw, img.little) if cu_matches(name, cus)}
@@ -69,6 +103,10 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
             units = _reference(raw, img, wanted)
     except InputError as e:
         raise InputError(f"{img.name}: {e}") from None
+    return _facts(img, units, cus)
+
+
+def _facts(img: ElfImage, units: list[CompileUnitFacts], cus: tuple[str, ...] | None) -> DwarfFacts:
     allsp: dict[int, Subprogram] = {}
     for u in units:
         allsp.update(u.subprograms)
@@ -78,6 +116,41 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
         if missing:
             raise InputError(f"{img.name}: no compilation unit named {', '.join(missing)} in the DWARF")
     return DwarfFacts(units, allsp)
+
+
+def native_reader(img: ElfImage, table: SymbolTable | None):
+    """A :class:`analyzer.dwarf.native.NativeReader` over this image's debug sections."""
+    from analyzer.dwarf.native import SECTIONS, NativeReader
+    if img.section_by_name(".debug_info") is None:
+        raise InputError(f"{img.name}: no .debug_info")
+    try:
+        reader = NativeReader(section_views(img, table, SECTIONS), img.little, img.machine)
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
+    _give_back_pages(img)
+    return reader
+
+
+def _give_back_pages(img: ElfImage) -> None:
+    """libdw reads its own copy of the debug sections: the mapped file's pages read to make it
+    (200 MB of a vmlinux) are given back instead of staying resident for the rest of the run;
+    later reads of the file (its symbols) map their pages again."""
+    m = getattr(img.data, "obj", None)
+    if isinstance(m, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            m.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
+
+
+def _native(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None) -> DwarfFacts:
+    r = native_reader(img, table)
+    try:
+        wanted = {off for off, name in r.unit_names() if cu_matches(name, cus)} if cus else None
+        units = list(r.units(wanted))
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
+    return _facts(img, units, cus)
 
 
 def _walk(raw: dict[str, bytes], little: bool, wanted: set[int] | None) -> list[CompileUnitFacts]:
