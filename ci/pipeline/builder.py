@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from toolchains import build as tbuild
+from toolchains import build as tbuild, retention
 from toolchains.kbuild import Config
 from toolchains.matrix import build_jobs
 from toolchains.process import kill_all
@@ -66,6 +66,12 @@ def source_for(tree: Path, sha: str, toolchain: str, config: Config | None = Non
         return
     with tbuild.checked_out(tree, sha, toolchain, config or Config()) as path:
         yield path
+
+
+def prune_vmlinux(tree: Path, toolchain: str, config: Config | None, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` newest kept vmlinux files of (tree, toolchain, config)."""
+    lay = tbuild.layout(tree, toolchain, config or Config(), tbuild.BuildOptions())
+    return retention.prune(lay.objects, keep)
 
 
 def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,

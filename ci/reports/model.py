@@ -15,11 +15,24 @@ from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
 from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.nm import Listing
+from analyzer.sections import SIZE_HEADER, SectionSizes, size_line
 from db import bloat_tables
 from db.errors import StoreError
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
 from toolchains.registry import sort_key
+
+
+def _size_dict(s: SectionSizes | None) -> dict | None:
+    return None if s is None else {"text": s.text, "data": s.data, "bss": s.bss, "dec": s.dec}
+
+
+def stored_size(store: Store, build_id: int) -> SectionSizes:
+    """``size`` totals of a stored build (its objects summed, as ``size`` sums one file's sections)."""
+    out = SectionSizes()
+    for o in store.objects_for(build_id):
+        out.text, out.data, out.bss = out.text + o.text, out.data + o.data, out.bss + o.bss
+    return out
 
 
 def finding_order(f: FindingRow) -> tuple:
@@ -51,6 +64,23 @@ class ToolchainReport:
     seconds: float = 0.0
     analyzed: bool = False              # inline facts stored (analysis_version > 0)
     carried: int = 0                    # single-object findings the parent build has too (same kind, function)
+    size: SectionSizes | None = None    # a linked target's ``size`` totals (vmlinux), this build
+    base_size: SectionSizes | None = None   # and its parent's
+
+    @property
+    def size_text(self) -> str:
+        """``size``'s own lines for the parent and this build (vmlinux targets), then the change."""
+        if self.size is None:
+            return ""
+        lines = [SIZE_HEADER]
+        if self.base_size is not None:
+            lines.append(size_line(self.base_size, f"{self.target} (parent)"))
+        lines.append(size_line(self.size, self.target))
+        if self.base_size is not None:
+            b, h = self.base_size, self.size
+            lines.append(f"change: text {h.text - b.text:+d}, data {h.data - b.data:+d}, "
+                         f"bss {h.bss - b.bss:+d}, total {h.dec - b.dec:+d}")
+        return "\n".join(lines) + "\n"
 
     @property
     def bloat_text(self) -> str:
@@ -66,7 +96,8 @@ class ToolchainReport:
                 "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
                 "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
                 "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed,
-                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried}
+                "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried,
+                **({"size": _size_dict(self.size), "base_size": _size_dict(self.base_size)} if self.size else {})}
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -160,6 +191,10 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         rep.base_build_id, rep.base_status = base.id, base.status
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
+    if build.target == "vmlinux" and build.status == "ok":
+        rep.size = stored_size(store, build.id)
+        if base is not None and base.status == "ok":
+            rep.base_size = stored_size(store, base.id)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if base is not None and base.status == "ok":
         before = {(f.kind, f.function) for f in store.findings_for(base.id) if f.base_build_id is None}

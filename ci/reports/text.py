@@ -38,6 +38,8 @@ def toolchain_text(t: ToolchainReport) -> str:
         lines.append(f"parent build {t.base_status}: no size table")
     else:
         lines.append(t.bloat_text.rstrip("\n"))
+    if t.size_text:
+        lines.append(t.size_text.rstrip("\n"))
     f = _finding_lines(t)
     if f:
         lines.append("findings:")
@@ -92,6 +94,8 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(formats.to_markdown(t.tables))
         else:
             out += ["no size table (parent not built)", ""]
+        if t.size_text:
+            out += ["```", t.size_text.rstrip("\n"), "```", ""]
         for f in sorted(t.changes + t.new_in_build, key=finding_order):
             where = "" if f.base_build_id is not None else " (in this build)"
             out.append(f"- **{f.kind}**{where}: {f.message or f.function}")
