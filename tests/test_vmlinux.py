@@ -69,7 +69,7 @@ def test_dropped_option_names_it(tmp_path):
     cfg.write_text("\n".join(ln if ln != "CONFIG_CMA=y" else "# CONFIG_CMA is not set" for ln in full) + "\n")
     with pytest.raises(BuildError) as e:
         _check_fragment(cfg, want)
-    assert str(e.value) == ("config tinyconfig: CONFIG_CMA=y did not survive olddefconfig "
+    assert str(e.value) == ("config allocator: CONFIG_CMA=y did not survive olddefconfig "
                             "(# CONFIG_CMA is not set)")
     cfg.write_text("\n".join(ln for ln in full if ln != "CONFIG_NUMA=y") + "\n")
     with pytest.raises(BuildError, match=r"CONFIG_NUMA=y did not survive olddefconfig \(absent"):

@@ -144,15 +144,16 @@ def _check_fragment(cfg: Path, config: Config) -> None:
     turned on one the fragment turns off: the build would not be of the config asked for."""
     lines = cfg.read_text().splitlines()
     have = set(lines)
+    label = config.name or config.base
     for line in config.fragment:
         if line.startswith("CONFIG_") and line not in have:
             name = line.split("=", 1)[0]
             now = next((ln for ln in lines if ln.startswith(name + "=") or ln == f"# {name} is not set"), None)
-            raise BuildError(f"config {config.base}: {line} did not survive olddefconfig "
+            raise BuildError(f"config {label}: {line} did not survive olddefconfig "
                              f"({now or 'absent: no such option, or its dependencies are off'})")
         if line.startswith("# CONFIG_"):
             name = line[2:].split(" ", 1)[0]
             on = next((ln for ln in lines if ln.startswith(name + "=")), None)
             if on is not None:
-                raise BuildError(f"config {config.base}: {name} is on after olddefconfig ({on}) although "
+                raise BuildError(f"config {label}: {name} is on after olddefconfig ({on}) although "
                                  f"the config turns it off")
