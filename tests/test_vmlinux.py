@@ -194,6 +194,7 @@ def _rows(part: dict) -> dict[str, tuple]:
 
 
 @pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_vmlinux_beside_the_object(vmlinux_run):
     images, db, report, proc = vmlinux_run
@@ -206,6 +207,7 @@ def test_vmlinux_beside_the_object(vmlinux_run):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_seed_effect_in_vmlinux_as_in_object(vmlinux_run):
     """Patch 2 (__always_inline) inlines __rmqueue_smallest and __rmqueue_fallback and grows
@@ -226,6 +228,7 @@ def test_seed_effect_in_vmlinux_as_in_object(vmlinux_run):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_vmlinux_table_is_bloat_o_meter(vmlinux_run, bloat_o_meter):
     images, _, report, _ = vmlinux_run
@@ -238,6 +241,7 @@ def test_vmlinux_table_is_bloat_o_meter(vmlinux_run, bloat_o_meter):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_vmlinux_size_totals_are_size(vmlinux_run):
     images, db, report, _ = vmlinux_run
@@ -263,6 +267,7 @@ def test_vmlinux_size_totals_are_size(vmlinux_run):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_allocator_facts_from_its_unit_inside_vmlinux(vmlinux_run):
     """vmlinux builds store the inline facts of mm/page_alloc.c's unit only, and they agree with the
@@ -292,3 +297,31 @@ def test_allocator_facts_from_its_unit_inside_vmlinux(vmlinux_run):
             v = store.find_build("linux-6.1", images[tc].shas[2], tc, key, "vmlinux")
             vf = {f.name: f for f in store.functions_for(v.id)}
             assert not vf["__rmqueue_smallest"].out_of_line and vf["__rmqueue_smallest"].inlined_count >= 1
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_vmlinux_without_symbols_is_a_failed_build_in_one_line(tmp_path):
+    """A vmlinux the analyzer cannot use (stripped: no symbols) is stored as this build's failure with
+    the analyzer's one-line reason, not a traceback and not a half-written build."""
+    import shutil
+    from ci.pipeline import builder
+    from ci.pipeline.run import _record
+    from db.models import Commit
+    from db.store import open_store
+    from kernel_images import allocator_vmlinux
+    from toolchains.source import Tree
+    images = allocator_vmlinux("gcc-12", 1)
+    bad = tmp_path / "vmlinux"
+    shutil.copy(images.vmlinux[0], bad)
+    subprocess.run(["strip", str(bad)], check=True)
+    commit = Commit(images.shas[0], None, "base", tree="linux-6.1")
+    done = builder.Built(images.shas[0], "gcc-12", "gcc-12 (test)", "gcc", "allocator-x", "", None, "ok", "cached",
+                         1.0, "", [], {"vmlinux": bad})
+    with open_store(tmp_path / "s.db") as store:
+        store.record_commits("linux-6.1", [commit])
+        bid = _record(store, Tree("linux-6.1", images.tree), commit, done, "vmlinux")
+        b = store.find_build("linux-6.1", images.shas[0], "gcc-12", "allocator-x", "vmlinux")
+        assert b.id == bid and b.status == "failed" and store.objects_for(bid) == []
+        assert b.errors == [f"{bad}: no symbols (stripped file?)"]
