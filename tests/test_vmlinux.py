@@ -325,3 +325,29 @@ def test_vmlinux_without_symbols_is_a_failed_build_in_one_line(tmp_path):
         b = store.find_build("linux-6.1", images.shas[0], "gcc-12", "allocator-x", "vmlinux")
         assert b.id == bid and b.status == "failed" and store.objects_for(bid) == []
         assert b.errors == [f"{bad}: no symbols (stripped file?)"]
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_vmlinux_that_does_not_link_is_one_line(tmp_path):
+    """A patch that compiles but does not link (a call to a function nobody defines): the vmlinux
+    build fails with the linker's own line naming the symbol, under each compiler's linker."""
+    from buildtrees import commit_on, edit
+    from kernel_images import allocator_vmlinux
+    from toolchains.build import BuildOptions, build_commit
+    from toolchains.kbuild import preset
+    for tc in TOOLCHAINS:
+        images = allocator_vmlinux(tc)                      # the build dir is there: an incremental make
+        tree, base = images.tree, images.shas[0]
+        anchor = "void __free_pages(struct page *page, unsigned int order)\n{\n"
+        text = edit(tree, base, "mm/page_alloc.c", anchor,
+                    "extern void sizewatch_no_such_function(void);\n" + anchor + "\tsizewatch_no_such_function();\n")
+        sha = commit_on(tree, base, {"mm/page_alloc.c": text}, "call a function nobody defines")
+        b = build_commit(tree, sha, tc, ["vmlinux"], preset("allocator"),
+                         BuildOptions(reports=False, jobs=2, timeout=1800))
+        r = b.targets[0]
+        assert r.status == "failed" and r.path is None, (tc, r.status)
+        assert r.errors and all("\n" not in e for e in r.errors), r.errors
+        assert "sizewatch_no_such_function" in r.errors[0] and \
+            ("undefined reference" in r.errors[0] or "undefined symbol" in r.errors[0]), (tc, r.errors)
