@@ -111,7 +111,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
             if todo:
                 todos[(commit.sha, tc)], haves[(commit.sha, tc)] = todo, have
     # toolchains build side by side; each build is analyzed and stored as soon as it is done
-    for (sha, tc), done in builder.build_many(plan.tree.path, todos, config):
+    for (sha, tc), done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets)):
         commit, todo, have = commits[sha], todos[(sha, tc)], haves[(sha, tc)]
         # the commit's source for the declarations, held while analyzing (this toolchain waits)
         with builder.source_for(plan.tree.path, commit.sha, tc, config, analysis.available()) as src:
