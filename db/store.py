@@ -42,6 +42,16 @@ def default_path() -> Path:
     return cache_dir() / "sizewatch.db"
 
 
+def _to_int64(v: int | None) -> int | None:
+    """A 64-bit address as SQL's signed 64-bit INTEGER: kernel addresses (0xffffffff81000000) are
+    above 2**63, stored as their two's complement and read back by ``_from_int64``."""
+    return v - (1 << 64) if v is not None and v >= 1 << 63 else v
+
+
+def _from_int64(v: int | None) -> int | None:
+    return v + (1 << 64) if v is not None and v < 0 else v
+
+
 def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
                read_only: bool = False) -> "SqliteStore":
     """Open (creating and migrating as needed) the store at ``path`` or the default location.
@@ -489,7 +499,8 @@ class SqliteStore(Store):
                              + [r.callee for r in obj.remarks] + [r.caller for r in obj.remarks])
         conn.executemany("INSERT INTO symbols(object_id, name_id, size, letter, section_id, offset) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
-                         [(oid, ids[s.name], s.size, s.letter, ids.get(s.section) if s.section else None, s.offset)
+                         [(oid, ids[s.name], s.size, s.letter, ids.get(s.section) if s.section else None,
+                           _to_int64(s.offset))
                           for s in obj.symbols])
         conn.executemany("INSERT OR REPLACE INTO functions(object_id, name_id, size, declared, out_of_line, "
                          "inlined_count, inlined_bytes, callers, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -648,7 +659,7 @@ class SqliteStore(Store):
             "SELECT n.name, s.size, s.letter, sn.name, s.offset FROM objects o "
             "JOIN symbols s ON s.object_id = o.id JOIN names n ON n.id = s.name_id "
             "LEFT JOIN names sn ON sn.id = s.section_id WHERE o.build_id = ?", (build_id,))
-        return [SymbolRow(*r) for r in rows]
+        return [SymbolRow(n, sz, le, sec, _from_int64(off)) for n, sz, le, sec, off in rows]
 
     @_retry_busy
     def functions_for(self, build_id: int) -> list[FunctionRow]:
