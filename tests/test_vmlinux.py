@@ -298,6 +298,14 @@ def test_allocator_facts_from_its_unit_inside_vmlinux(vmlinux_run):
                     if a is not None:
                         assert (a.size, a.declared, a.out_of_line, a.inlined_count) == \
                                (b.size, b.declared, b.out_of_line, b.inlined_count), (tc, sha[:12], name)
+            # the symbols keep their link addresses (kernel addresses are above 2**63), as nm lists them
+            v = store.find_build("linux-6.1", images[tc].shas[0], tc, key, "vmlinux")
+            nm = subprocess.run(["nm", str(images[tc].vmlinux[0])], capture_output=True, text=True, check=True)
+            want = {ln.split()[2]: int(ln.split()[0], 16) for ln in nm.stdout.splitlines()
+                    if ln.split()[1:2] == ["T"] and len(ln.split()) == 3}
+            got = {s.name: s.offset for s in store.symbols_for(v.id) if s.letter == "T"}
+            assert got["__alloc_pages"] == want["__alloc_pages"] >= 1 << 63
+            assert all(got[n] == a for n, a in want.items() if n in got)
             # patch 2: inlined into their callers, no out-of-line copy left, in vmlinux too
             v = store.find_build("linux-6.1", images[tc].shas[2], tc, key, "vmlinux")
             vf = {f.name: f for f in store.functions_for(v.id)}
