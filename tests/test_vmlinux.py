@@ -204,6 +204,17 @@ def test_vmlinux_beside_the_object(vmlinux_run):
             v, o = _part(report, pos, tc, "vmlinux"), _part(report, pos, tc, PA)
             assert v["status"] == o["status"] == "ok" and v["config"].startswith("allocator-")
             assert v["analyzed"] and v["tables"] and o["tables"]
+            # the same inline changes, with the compiler's reasons (the object's report: the same
+            # compile is linked); placement findings (line counts, boundary crossings) may differ:
+            # in vmlinux they are taken at the functions' real addresses
+            from analyzer.kinds import INLINE_CHANGES
+            kinds = {k.value for k in INLINE_CHANGES}
+            changes = [{(f["kind"], f["function"], f["message"]) for f in part["findings"]
+                        if f.get("base_build_id") and f["kind"] in kinds} for part in (v, o)]
+            assert changes[0] == changes[1] and changes[0], (tc, pos, changes[0] ^ changes[1])
+    reasons = [f["message"] for f in _part(report, 1, "clang-19", "vmlinux")["findings"]
+               if f["kind"] == "newly_out_of_line"]
+    assert reasons and all("compiler: too costly to inline" in m for m in reasons), reasons
 
 
 @pytest.mark.kernel

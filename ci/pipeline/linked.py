@@ -15,8 +15,16 @@ from pathlib import Path
 from ci.pipeline import analysis
 from toolchains.mca import DEFAULT_MCPU
 
-# the compilation units whose inline facts a vmlinux build stores
+# the compilation units whose inline facts a vmlinux build stores, and the object they compile to
 ALLOCATOR_CUS = ("mm/page_alloc.c",)
+ALLOCATOR_OBJECT = "mm/page_alloc.o"
+
+
+def unit_remarks(remarks: dict[str, list[Path]]) -> list[Path]:
+    """The compiler's inline report for the units read inside vmlinux: the object target's, when the
+    same build made it (same commit, toolchain and config: the object linked into this vmlinux
+    is that compile's, so its reasons explain the vmlinux's inlining too)."""
+    return remarks.get("vmlinux") or remarks.get(ALLOCATOR_OBJECT, [])
 
 
 def is_linked_target(target: str) -> bool:

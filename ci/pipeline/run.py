@@ -58,7 +58,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
             with reading(path):
                 touch(path)
                 obj = object_record(path, target)
-                res = linked.analyze_vmlinux(path, done.source, done.remarks.get(target, []), mcpu)
+                res = linked.analyze_vmlinux(path, done.source, linked.unit_remarks(done.remarks), mcpu)
         except FileNotFoundError:
             raise InputError(f"{path}: deleted before it was analyzed (another run's retention pass?)") from None
         except InputError as e:              # a vmlinux the analyzer cannot use: this build's result
