@@ -375,3 +375,27 @@ def test_vmlinux_that_does_not_link_is_one_line(tmp_path):
         assert r.errors and all("\n" not in e for e in r.errors), r.errors
         assert "sizewatch_no_such_function" in r.errors[0] and \
             ("undefined reference" in r.errors[0] or "undefined symbol" in r.errors[0]), (tc, r.errors)
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_commit_page_shows_vmlinux_beside_the_object(vmlinux_run, tmp_path):
+    """The dashboard's commit page (and its JSON twin) has a section per target: vmlinux with its
+    bloat-o-meter table and size's lines, beside mm/page_alloc.o."""
+    images, db, report, _ = vmlinux_run
+    from web.app import create_app
+    from web.settings import WebSettings
+    client = create_app(WebSettings(db, token=None, jobs_dir=tmp_path / "jobs")).test_client()
+    sha = images["gcc-12"].shas[2]
+    page = client.get(f"/commit/{sha}")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    part = _part(report, 2, "gcc-12", "vmlinux")
+    want = subprocess.run(["size", str(images["gcc-12"].vmlinux[2])], capture_output=True, text=True).stdout
+    numbers = want.splitlines()[1].rsplit("\t", 1)[0]
+    assert f"{numbers}\tvmlinux\n" in html and "· vmlinux ·" in html and "· mm/page_alloc.o ·" in html
+    api = client.get(f"/api/commit/{sha}").get_json()
+    v = [t for t in api["toolchains"] if t["toolchain"] == "gcc-12" and t["target"] == "vmlinux"]
+    assert len(v) == 1 and v[0]["size_text"].splitlines()[2].startswith(numbers)
+    assert {r["name"] for r in v[0]["tables"][0]["rows"]} == {r["name"] for r in part["tables"][0]["rows"]}
