@@ -36,3 +36,12 @@ def section_sizes(images: list[ElfImage]) -> SectionSizes:
             else:
                 out.bss += s.size
     return out
+
+
+SIZE_HEADER = "   text\t   data\t    bss\t    dec\t    hex\tfilename"
+
+
+def size_line(sizes: SectionSizes, filename: str) -> str:
+    """One line of binutils ``size`` (Berkeley format) for ``sizes``, exactly as it prints it."""
+    return (f"{sizes.text:7d}\t{sizes.data:7d}\t{sizes.bss:7d}\t{sizes.dec:7d}\t{sizes.dec:7x}\t"
+            f"{filename}")

@@ -18,7 +18,14 @@ from toolchains.targets import DEFAULT_TARGETS
               help="a patch series as an mbox (git format-patch output)")
 @click.option("--base", help="base commit for the series when its base-commit: is not in the tree")
 @click.option("--toolchains", default=",".join(DEFAULT_TOOLCHAINS), show_default=True)
-@click.option("--targets", default=",".join(DEFAULT_TARGETS), show_default=True)
+@click.option("--targets", default=",".join(DEFAULT_TARGETS), show_default=True,
+              help="objects (mm/page_alloc.o), directories (mm/) or vmlinux, comma-separated")
+@click.option("--config", "config_name", default="defconfig", show_default=True, metavar="NAME",
+              help="a config of toolchains/configs: defconfig (+DWARF5), allocator (the page allocator "
+                   "complete in a small SMP kernel, a few minutes per first vmlinux), tinyconfig")
+@click.option("--keep-vmlinux", default=3, show_default=True, metavar="N",
+              help="keep the vmlinux files of the N newest builds per toolchain and config in the cache "
+                   "(the store keeps symbols, sections and facts of every build)")
 @click.option("--cost-mcpu", default="skylake-avx512", show_default=True, metavar="CPU",
               help="llvm-mca CPU model for the likely paths' estimated cycles of new builds")
 @click.option("--cost-lines", default=1, show_default=True, metavar="N",
@@ -29,7 +36,7 @@ from toolchains.targets import DEFAULT_TARGETS
 @click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
-            targets: str, cost_mcpu: str, cost_lines: int, cost_cycles_percent: float, as_json: bool,
+            targets: str, config_name: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int, cost_cycles_percent: float, as_json: bool,
             as_md: bool, db: str | None) -> None:
     """Build and analyze COMMITS (A..B) or a --series, store the results, print the per-patch report.
 
@@ -46,10 +53,18 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             raise InputError("give either a commit range A..B or --series FILE.mbox")
         if mbox is not None and not mbox.is_file():
             raise InputError(f"{mbox}: no such mbox file")
+        if keep_vmlinux < 0:
+            raise InputError("--keep-vmlinux: must be 0 or more")
+        from toolchains.kbuild import preset
+        from toolchains.targets import parse
+        config = preset(config_name)
+        for t in split(targets):
+            parse(t)                         # a bad target fails before any work
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
-                                         split(targets), mcpu=cost_mcpu, thresholds=thresholds)
+                                         split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
+                                         keep_vmlinux=keep_vmlinux)
             click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md

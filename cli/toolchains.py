@@ -76,8 +76,8 @@ def _toolchains(value: str) -> list[str]:
 @click.option("--targets", default=",".join(DEFAULT_TARGETS), show_default=True,
               help="objects (mm/page_alloc.o), directories (mm/) or vmlinux, comma-separated")
 @click.option("--config", "config_name", default="defconfig", show_default=True,
-              type=click.Choice(["defconfig", "tinyconfig"]),
-              help="defconfig + DWARF5, or tinyconfig + 64BIT + DWARF5")
+              type=click.Choice(["defconfig", "allocator", "tinyconfig"]),
+              help="defconfig + DWARF5, allocator (tinyconfig + what mm/page_alloc.c needs), or tinyconfig + 64BIT + DWARF5 (toolchains/configs)")
 @click.option("--fragment", type=click.Path(dir_okay=False, path_type=Path),
               help="extra config lines (CONFIG_X=y) for the config")
 @click.option("--no-sandbox", is_flag=True, help="run make without bubblewrap (trusted trees only)")

@@ -48,15 +48,15 @@ def retry_busy(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-def s64(n: int) -> int:
+def s64(n: int | None) -> int | None:
     """An unsigned 64-bit address as the signed integer a column holds (sqlite and PostgreSQL
     integers are signed 64-bit: a kernel's 0xffffffff81000000 would not fit)."""
-    return n - (1 << 64) if n >= 1 << 63 else n
+    return n - (1 << 64) if n is not None and n >= 1 << 63 else n
 
 
-def u64(n: int) -> int:
+def u64(n: int | None) -> int | None:
     """The address :func:`s64` stored."""
-    return n + (1 << 64) if n < 0 else n
+    return n + (1 << 64) if n is not None and n < 0 else n
 
 
 def compress(text: str | bytes | None) -> bytes | None:

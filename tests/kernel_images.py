@@ -1,10 +1,13 @@
-"""Linked kernel images for the oracle tests: a tinyconfig vmlinux of linux-6.1 at the example
-series' base and patch 1, and out-of-tree ``.ko`` modules built against that same build dir.
+"""Linked kernel images for the oracle tests: the ``allocator`` vmlinux of linux-6.1 at each commit
+of the example series (base, patch 1, patch 2), and out-of-tree ``.ko`` modules built against
+that same build dir.
 
 The vmlinux builds go through toolchains.build like a user's (kept under the sizewatch cache:
-~3 min with gcc-12 -j2 the first time, then taken from the cache); the modules are built with
-kbuild's ``M=`` into a temp dir each run (a few seconds). tinyconfig gets ``CONFIG_MODULES=y``
-so that the one build dir serves both, and one vmlinux build per machine serves every test.
+~3.5 min per toolchain with -j2 the first time, ~6 s more per patch, then taken from the cache);
+the modules are built with kbuild's ``M=`` into a temp dir each run (a few seconds). The
+``allocator`` config has ``CONFIG_MODULES=y``, so one build dir serves both, and the pipeline's
+vmlinux tests (``sizewatch run --config allocator``) find the same images: one kind of vmlinux
+per toolchain per machine serves every test.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from toolchains.locks import file_lock
 from toolchains.registry import load
 
 TOOLCHAIN = "gcc-12"
-CONFIG = preset("tinyconfig", ("CONFIG_MODULES=y",))
+CONFIG = preset("allocator")
 MODULE_SRC = Path(__file__).resolve().parent / "fixtures" / "kmod"
 
 
@@ -32,19 +35,26 @@ class Images:
     vmlinux: list[Path]        # one per sha, kept in the cache
 
 
-def tiny_vmlinux() -> Images:
-    """vmlinux at the series' base and patch 1 (built once, then cached). One build at a time:
-    build_commit holds the build dir's lock, and the two commits build one after the other."""
+def allocator_vmlinux(toolchain: str = TOOLCHAIN, commits: int = 3) -> Images:
+    """vmlinux at the series' first ``commits`` commits (built once, then cached). One build at a
+    time: build_commit holds the build dir's lock, and the commits build one after the other
+    (kbuild's incremental make: each patch recompiles mm/page_alloc.c and relinks)."""
     tree, shas = series_commits()
-    shas = shas[:2]
+    shas = shas[:commits]
     opts = BuildOptions(reports=False, jobs=2, timeout=2400)
     out = []
     for sha in shas:
-        b = build_commit(tree, sha, TOOLCHAIN, ["vmlinux"], CONFIG, opts)
+        b = build_commit(tree, sha, toolchain, ["vmlinux"], CONFIG, opts)
         if b.status != "ok" or b.targets[0].path is None:
-            raise RuntimeError(f"tinyconfig vmlinux at {sha[:12]}: {b.status}: {b.errors or b.targets[0].errors}")
+            raise RuntimeError(f"allocator vmlinux ({toolchain}) at {sha[:12]}: {b.status}: "
+                               f"{b.errors or b.targets[0].errors}")
         out.append(b.targets[0].path)
     return Images(tree, shas, out)
+
+
+def tiny_vmlinux() -> Images:
+    """The base and patch 1 under gcc-12 (what the image tests compare)."""
+    return allocator_vmlinux(TOOLCHAIN, 2)
 
 
 def build_module(images: Images, version: int, dest: Path) -> Path:

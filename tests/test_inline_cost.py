@@ -316,7 +316,7 @@ def test_patch2_inlines_rmqueue_again(example_series, sizediff, toolchain):
 @pytest.mark.kernel
 @pytest.mark.slow
 def test_vmlinux_unit_against_pyelftools():
-    """One unit of a linked image (the tests' tinyconfig vmlinux, DWARF 5, kernel addresses; built
+    """One unit of a linked image (the tests' allocator vmlinux, DWARF 5, kernel addresses; built
     once and cached by tests/kernel_images.py): the same oracle, and caller sizes from nm -S."""
     from kernel_images import tiny_vmlinux
     vmlinux = tiny_vmlinux().vmlinux[0]

@@ -1,5 +1,6 @@
 """sizediff = scripts/bloat-o-meter on what kernel developers compare besides objects: a linked
-vmlinux (tinyconfig linux-6.1 at the example series' base and patch 1, built once and cached) and
+vmlinux (the ``allocator`` config of linux-6.1 at the example series' base and patch 1, built once
+and cached) and
 ``.ko`` modules (tests/fixtures/kmod, two versions, built with kbuild ``M=`` against that tree).
 Both oracle versions, in bloat-o-meter's four modes, both directions, byte for byte."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 @pytest.fixture(scope="session")
 def images():
-    """~3 min with gcc-12 -j2 on an idle machine the first time (11 min under load ~15), cached after."""
+    """~3.5 min with gcc-12 -j2 on an idle machine the first time, cached after."""
     return tiny_vmlinux()
 
 

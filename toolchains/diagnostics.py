@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 
 _LOC_ERROR = r"^\S+:\d+(?::\d+)?: (?:fatal )?error: |^(?:gcc|clang|cc1)\S*: (?:fatal )?error: "
+# the linker's: GNU ld ("undefined reference to `f'", "multiple definition of"), ld.lld ("error: ...")
+_LINK_ERROR = r"undefined reference to |multiple definition of |undefined symbol: |^ld(?:\.\w+)?(?:-\d+)?: error: "
 
 
 def from_compiler(stderr: str) -> bool:
@@ -13,10 +15,12 @@ def from_compiler(stderr: str) -> bool:
 
 
 def compiler_errors(stderr: str, status: str = "failed", limit: int = 20) -> list[str]:
-    """The compiler's error lines (``file:line:col: error: ...``), else make's own error lines,
-    else the last lines it printed."""
+    """The compiler's error lines (``file:line:col: error: ...``), else the linker's (a vmlinux
+    that does not link), else make's own error lines, else the last lines it printed."""
     lines = [ln.rstrip() for ln in stderr.splitlines()]
     got = [ln for ln in lines if re.search(_LOC_ERROR, ln)]
+    if not got:
+        got = [ln for ln in lines if re.search(_LINK_ERROR, ln)]
     if not got:
         got = [ln for ln in lines if "error" in ln.lower() or "memory" in ln.lower() or "failed to map" in ln]
     if not got:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from toolchains import process
+from toolchains import presets, process
 from toolchains.errors import BuildError
 from toolchains.locks import file_lock
 from toolchains.process import Limits, Outcome
@@ -23,10 +23,10 @@ from toolchains.registry import Toolchain
 from toolchains.sandbox import Sandbox
 
 # The default config: x86_64 defconfig with DWARF5 debug info (what the analyzer reads).
-DEFAULT_FRAGMENT = ("CONFIG_DEBUG_INFO_DWARF5=y", "# CONFIG_DEBUG_INFO_NONE is not set")
+# The named configs are data: toolchains/configs/<name>.config (toolchains.presets).
+DEFAULT_FRAGMENT = presets.load("defconfig")[1]
 # tinyconfig made 64-bit with DWARF5 debug info (the debug-info choice needs DEBUG_KERNEL there).
-TINY_FRAGMENT = ("CONFIG_64BIT=y", "CONFIG_DEBUG_KERNEL=y", "CONFIG_DEBUG_INFO_DWARF5=y",
-                 "# CONFIG_DEBUG_INFO_NONE is not set")
+TINY_FRAGMENT = presets.load("tinyconfig")[1]
 STAMP = ".sizewatch-prepared"
 
 
@@ -36,38 +36,37 @@ class Config:
     base: str = "defconfig"
     fragment: tuple[str, ...] = DEFAULT_FRAGMENT
     arch: str = "x86_64"
+    name: str = ""             # the named config it is (allocator...); the key starts with it
 
     @property
     def key(self) -> str:
         h = hashlib.sha256("\n".join((self.arch, self.base, *self.fragment)).encode()).hexdigest()
-        return f"{self.base}-{h[:10]}"
+        return f"{self.name or self.base}-{h[:10]}"
 
 
-PRESETS = {"defconfig": Config(), "tinyconfig": Config("tinyconfig", TINY_FRAGMENT)}
+def _named(name: str) -> Config:
+    base, fragment = presets.load(name)
+    return Config(base, fragment, name="" if name == base else name)   # defconfig is Config()
+
+
+PRESETS = {name: _named(name) for name in presets.names()}
 
 
 def preset(name: str, extra: tuple[str, ...] = ()) -> Config:
-    """A named config (defconfig, tinyconfig), with extra fragment lines appended."""
+    """A named config (defconfig, tinyconfig, allocator), with extra fragment lines appended."""
     if name not in PRESETS:
         raise BuildError(f"unknown config {name!r} (known: {', '.join(PRESETS)})")
     base = PRESETS[name]
-    return Config(base.base, base.fragment + tuple(extra), base.arch) if extra else base
+    return Config(base.base, base.fragment + tuple(extra), base.arch, base.name) if extra else base
 
 
 def read_fragment(path: Path) -> tuple[str, ...]:
     """Config lines of a fragment file (``CONFIG_X=y`` / ``# CONFIG_X is not set``)."""
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
     except OSError as e:
         raise BuildError(f"{path}: {e.strerror}") from None
-    out = []
-    for ln in lines:
-        ln = ln.strip()
-        if ln.startswith("CONFIG_") or (ln.startswith("# CONFIG_") and ln.endswith(" is not set")):
-            out.append(ln)
-        elif ln and not ln.startswith("#"):
-            raise BuildError(f"{path}: not a config fragment line: {ln[:60]!r}")
-    return tuple(out)
+    return presets.fragment_lines(text, str(path))
 
 
 def make_cmd(src: Path, build_dir: Path, tc: Toolchain, config: Config, *targets: str,
@@ -141,8 +140,20 @@ def _prepare(src: Path, build_dir: Path, tc: Toolchain, config: Config, runner: 
 
 
 def _check_fragment(cfg: Path, config: Config) -> None:
-    """Fail when olddefconfig dropped a requested option (a typo or an unmet dependency)."""
-    have = set(cfg.read_text().splitlines())
+    """Fail when olddefconfig dropped a requested option (a typo or an unmet dependency), or
+    turned on one the fragment turns off: the build would not be of the config asked for."""
+    lines = cfg.read_text().splitlines()
+    have = set(lines)
+    label = config.name or config.base
     for line in config.fragment:
         if line.startswith("CONFIG_") and line not in have:
-            raise BuildError(f"config option {line} did not survive olddefconfig")
+            name = line.split("=", 1)[0]
+            now = next((ln for ln in lines if ln.startswith(name + "=") or ln == f"# {name} is not set"), None)
+            raise BuildError(f"config {label}: {line} did not survive olddefconfig "
+                             f"({now or 'absent: no such option, or its dependencies are off'})")
+        if line.startswith("# CONFIG_"):
+            name = line[2:].split(" ", 1)[0]
+            on = next((ln for ln in lines if ln.startswith(name + "=")), None)
+            if on is not None:
+                raise BuildError(f"config {label}: {name} is on after olddefconfig ({on}) although "
+                                 f"the config turns it off")

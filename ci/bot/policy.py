@@ -6,7 +6,7 @@ turn a check off). The SMTP password is never stored in the Policy's repr and ma
 from the environment (``password_env``) instead of the file.
 
     [bot]     address, name, dashboard_url, tree, base, toolchains, targets, config,
-              config_fragment, incomplete_timeout, poll_interval, daily_cap, dry_run,
+              config_fragment, keep_vmlinux, incomplete_timeout, poll_interval, daily_cap, dry_run,
               checks_dir, max_table_rows, max_cc
     [watch]   lists, senders, opt_out
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.errors import InputError
-from toolchains.kbuild import DEFAULT_FRAGMENT, Config
+from toolchains.errors import BuildError
+from toolchains.kbuild import PRESETS, Config, preset
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.targets import DEFAULT_TARGETS
 
@@ -147,8 +148,9 @@ class Policy:
     base: str = "HEAD"                   # when a series' base-commit: is absent or not in the tree
     toolchains: tuple[str, ...] = DEFAULT_TOOLCHAINS
     targets: tuple[str, ...] = DEFAULT_TARGETS
-    config: str = "defconfig"
-    config_fragment: tuple[str, ...] = DEFAULT_FRAGMENT
+    config: str = "defconfig"            # a config of toolchains/configs (defconfig, allocator, tinyconfig)
+    config_fragment: tuple[str, ...] = ()   # extra lines on top of it
+    keep_vmlinux: int = 3                # vmlinux files kept in the cache per toolchain and config
     incomplete_timeout: timedelta = timedelta(hours=6)
     poll_interval: timedelta = timedelta(seconds=60)
     daily_cap: int = 50                  # mails per UTC day; 0: no cap
@@ -172,7 +174,9 @@ class Policy:
 
     @property
     def kbuild_config(self) -> Config:
-        return Config(self.config, tuple(self.config_fragment))
+        """The named config with the extra lines (those it already has are not repeated)."""
+        base = preset(self.config)
+        return preset(self.config, tuple(ln for ln in self.config_fragment if ln not in base.fragment))
 
 
 def _check(value: Any, want: type | tuple, where: str) -> Any:
@@ -260,6 +264,14 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     if report.min_compilers > n_tc:
         raise InputError(f"{source}: [report].min_compilers: {report.min_compilers} is more than the "
                          f"{n_tc} toolchains tested (no finding could ever be mailed)")
+    if bot.get("config", "defconfig") not in PRESETS:
+        raise InputError(f"{source}: [bot].config: unknown config {bot['config']!r} "
+                         f"(known: {', '.join(PRESETS)})")
+    try:
+        from toolchains.presets import fragment_lines
+        fragment_lines("\n".join(bot.get("config_fragment", ())), f"{source}: [bot].config_fragment")
+    except BuildError as e:
+        raise InputError(str(e)) from None
     if "@" not in bot.get("address", "x@y"):
         raise InputError(f"{source}: [bot].address: not a mail address: {bot['address']!r}")
     return Policy(**bot, watch=watch, report=report, smtp=smtp, outbox=path, source=source, lists=tuple(lists))

@@ -111,7 +111,8 @@ def config_text(c: Config) -> str:
     for line in c.fragment:
         m = re.match(r"^# (CONFIG_\w+) is not set$", line.strip())
         parts.append(f"{m.group(1)}=n" if m else line.strip())
-    return f"{c.arch} {c.base}" + (f" + {' '.join(p.removeprefix('CONFIG_') for p in parts)}" if parts else "")
+    text = f"{c.arch} {c.base}" + (f" + {' '.join(p.removeprefix('CONFIG_') for p in parts)}" if parts else "")
+    return f"{c.name}: {text}" if c.name else text
 
 
 def compiler_text(name: str, version: str) -> str:

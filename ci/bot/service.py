@@ -452,7 +452,7 @@ class Bot:
         self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
                  f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
         pipeline.build_all(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
-                           mcpu=pol.report.cost_mcpu)
+                           mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux)
         pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,
                              pol.report.cost_thresholds, progress=self.log)
         report = pipeline.report(self.store, plan, toolchains, targets)

@@ -48,10 +48,12 @@ def _compact(f) -> dict:
     return {k: v for k, v in d.items() if v}
 
 
-def analyze(path: Path, source_root: Path | None, remarks: list[Path], mcpu: str = DEFAULT_MCPU) -> Analysis:
+def analyze(path: Path, source_root: Path | None, remarks: list[Path], mcpu: str = DEFAULT_MCPU,
+            cus: tuple[str, ...] | None = None) -> Analysis:
     """Facts, the compilers' missed-inline remarks and the single-object findings of one object;
-    the likely paths' cycles are estimated for ``mcpu`` (stored with them)."""
-    facts: ObjectFacts = _analyze(path, source_root=source_root, remarks=list(remarks))
+    the likely paths' cycles are estimated for ``mcpu`` (stored with them). ``cus``: a linked
+    file's facts from these compilation units only (ci.pipeline.linked)."""
+    facts: ObjectFacts = _analyze(path, source_root=source_root, remarks=list(remarks), cus=cus)
     funcs = [FunctionRow(f.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes,
                          f.call_count, _compact(f)) for f in facts.functions.values()]
     # Remarks kept: "not inlined" verdicts on functions that have an out-of-line copy here (the ones a

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from toolchains import build as tbuild
+from toolchains import build as tbuild, retention
 from toolchains.kbuild import Config
 from toolchains.matrix import build_jobs
 from toolchains.process import kill_all
@@ -66,6 +66,25 @@ def source_for(tree: Path, sha: str, toolchain: str, config: Config | None = Non
         return
     with tbuild.checked_out(tree, sha, toolchain, config or Config()) as path:
         yield path
+
+
+# A whole kernel takes longer than an object: a first defconfig vmlinux is ~21-23 min with -j2 on two
+# cores (more under load), and linking it with DWARF and --emit-relocs takes GBs of address space.
+VMLINUX_TIMEOUT = 3 * 3600.0
+VMLINUX_MEMORY = 12 << 30
+
+
+def options_for(targets: list[str]) -> tbuild.BuildOptions:
+    """Build options for a set of targets: the object defaults, or a whole kernel's limits."""
+    if "vmlinux" in targets:
+        return tbuild.BuildOptions(timeout=VMLINUX_TIMEOUT, memory=VMLINUX_MEMORY)
+    return tbuild.BuildOptions()
+
+
+def prune_vmlinux(tree: Path, toolchain: str, config: Config | None, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` newest kept vmlinux files of (tree, toolchain, config)."""
+    lay = tbuild.layout(tree, toolchain, config or Config(), tbuild.BuildOptions())
+    return retention.prune(lay.objects, keep)
 
 
 def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,

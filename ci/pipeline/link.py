@@ -15,7 +15,7 @@ from analyzer.hotpaths import HotPaths
 from analyzer.link_layout import HotPlacement, Move, compare, file_layout, text_map_from_rows
 from db.models import FindingRow
 from db.store import Store
-from toolchains.targets import parse
+from ci.pipeline.linked import is_linked_target
 
 # analysis version of linked targets: 5 stores their link layout (migration 0015); a vmlinux build
 # analyzed by an older version is analyzed again from its kept image
@@ -24,7 +24,7 @@ CAUSES_KEPT = 12             # causes stored per move (the largest; the by_* sum
 
 
 def linked(target: str) -> bool:
-    return parse(target).kind == "vmlinux"
+    return is_linked_target(target)
 
 
 def layout(path: Path, target: str, hot: HotPaths | None = None) -> list[HotPlacement]:

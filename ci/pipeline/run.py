@@ -20,8 +20,7 @@ from typing import Callable
 from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
 from analyzer.errors import InputError
 from analyzer.kinds import Kind
-from ci.pipeline import analysis, builder, link
-from ci.pipeline import analysis, builder
+from ci.pipeline import analysis, builder, link, linked
 from ci.pipeline.inline_costs import object_inline_cost
 from ci.pipeline.objects import object_record
 from ci.pipeline.plan import RunPlan, plan_range, plan_series
@@ -31,6 +30,8 @@ from db import bloat_tables
 from db.models import BuildRecord, Commit, ConfigInfo, FindingRow
 from db.store import Store
 from toolchains.kbuild import Config
+from toolchains.locks import reading
+from toolchains.retention import DEFAULT_KEEP, touch
 from toolchains.mca import DEFAULT_MCPU, check_cpu
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.source import Tree, open_tree
@@ -52,19 +53,33 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
     """Analyze one target of a build and write it all (one build row) in one transaction."""
     objects, findings = [], []
     path = done.objects.get(target)
-    if path is not None:
+    unusable: list[str] = []
+    if path is not None and linked.is_linked_target(target):
+        # held while read: the retention pass (builder.prune_vmlinux) leaves it alone meanwhile
+        try:
+            with reading(path):
+                touch(path)
+                obj = object_record(path, target)
+                res = linked.analyze_vmlinux(path, done.source, linked.unit_remarks(done.remarks), mcpu)
+                obj.link_layout = link.layout(path, target)      # hot functions at their link addresses
+                obj.inline_cost = object_inline_cost(path, target)
+        except FileNotFoundError:
+            raise InputError(f"{path}: deleted before it was analyzed (another run's retention pass?)") from None
+        except InputError as e:              # a vmlinux the analyzer cannot use: this build's result
+            unusable, path = [str(e)], None
+    elif path is not None:
         obj = object_record(path, target)
         res = analysis.analyze(path, done.source, done.remarks.get(target, []), mcpu)
+        obj.inline_cost = object_inline_cost(path, target)
+    if path is not None:
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
         obj.likely_paths = res.likely_paths
-        obj.link_layout = link.layout(path, target)          # vmlinux: hot functions at link addresses
-        obj.inline_cost = object_inline_cost(path, target)
         findings += res.findings
         objects.append(obj)
         status = "ok"
     else:
-        status = done.status if done.status != "ok" else "failed"
-    errors = done.errors if path is None or done.status != "ok" else []
+        status = done.status if done.status != "ok" and not unusable else "failed"
+    errors = unusable or (done.errors if path is None or done.status != "ok" else [])
     if path is None and not errors:
         errors = [f"no object {target} after the build"]
     rec = BuildRecord(tree.name, commit, done.toolchain, done.compiler_version,
@@ -87,9 +102,11 @@ def _done(have, wanted_analysis: int) -> bool:
 
 def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
               config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
-              mcpu: str = DEFAULT_MCPU) -> RunStats:
+              mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP) -> RunStats:
     """Stage 2: every (commit, toolchain, target) the store lacks, built, analyzed and stored
-    (likely-path cycles estimated for ``mcpu``; a build already stored keeps its own CPU's estimate)."""
+    (likely-path cycles estimated for ``mcpu``; a build already stored keeps its own CPU's estimate).
+    Once a vmlinux is stored, only the ``keep_vmlinux`` newest vmlinux files of that (toolchain,
+    config) stay in the cache (the store has what reports need)."""
     stats = RunStats()
     key = builder.config_key(config)
     todos: dict[tuple[str, str], list[str]] = {}
@@ -104,7 +121,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
             if todo:
                 todos[(commit.sha, tc)], haves[(commit.sha, tc)] = todo, have
     # toolchains build side by side; each build is analyzed and stored as soon as it is done
-    for (sha, tc), done in builder.build_many(plan.tree.path, todos, config):
+    for (sha, tc), done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets)):
         commit, todo, have = commits[sha], todos[(sha, tc)], haves[(sha, tc)]
         # the commit's source for the declarations, held while analyzing (this toolchain waits)
         with builder.source_for(plan.tree.path, commit.sha, tc, config, analysis.available()) as src:
@@ -121,6 +138,10 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
                 + (f": {done.errors[0]}" if done.errors else ""))
         stats.lines.append(line)
         progress(line)
+        if any(linked.is_linked_target(t) for t in todo):
+            gone = builder.prune_vmlinux(plan.tree.path, tc, config, keep_vmlinux)
+            if gone:
+                progress(f"{tc:9} removed {len(gone)} older vmlinux file(s) from the cache (keeping {keep_vmlinux})")
     return stats
 
 
@@ -203,7 +224,8 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         base: str | None = None, toolchains: list[str] = list(DEFAULT_TOOLCHAINS),
         targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
         progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-        mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds()):
+        mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds(),
+        keep_vmlinux: int = DEFAULT_KEEP):
     """The whole pipeline; returns (report, stats)."""
     check_cpu(mcpu)                         # an unknown CPU fails before any build too
     for tc in toolchains:
@@ -215,7 +237,7 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         plan = plan_range(store, tree, range_spec)
     else:
         raise InputError("give a commit range A..B or --series FILE.mbox")
-    stats = build_all(store, plan, toolchains, targets, config, progress, mcpu)
+    stats = build_all(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux)
     stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
     return report(store, plan, toolchains, targets), stats
 

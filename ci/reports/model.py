@@ -20,12 +20,25 @@ from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.link_layout import HotPlacement, Move
 from analyzer.link_views import changed
 from analyzer.nm import Listing
+from analyzer.sections import SIZE_HEADER, SectionSizes, size_line
 from db import bloat_tables
 from db.errors import StoreError
 from db.inline_cost import scope_note, to_inline_cost
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
 from toolchains.registry import sort_key
+
+
+def _size_dict(s: SectionSizes | None) -> dict | None:
+    return None if s is None else {"text": s.text, "data": s.data, "bss": s.bss, "dec": s.dec}
+
+
+def stored_size(store: Store, build_id: int) -> SectionSizes:
+    """``size`` totals of a stored build (its objects summed, as ``size`` sums one file's sections)."""
+    out = SectionSizes()
+    for o in store.objects_for(build_id):
+        out.text, out.data, out.bss = out.text + o.text, out.data + o.data, out.bss + o.bss
+    return out
 
 
 def finding_order(f: FindingRow) -> tuple:
@@ -134,11 +147,28 @@ class ToolchainReport:
     link_layout: list[HotPlacement] = field(default_factory=list)   # linked targets: hot functions' addresses
     link_moves: list[Move] | None = None     # ... and against the parent: how far each moved, and why
     inline_cost: InlineReport | None = None   # None: not stored for one of the two builds
+    size: SectionSizes | None = None    # a linked target's ``size`` totals (vmlinux), this build
+    base_size: SectionSizes | None = None   # and its parent's
 
     @property
     def link_changed(self) -> list[Move]:
         """The hot functions whose address, size, lines or phase changed, or that came or went."""
         return changed(self.link_moves)
+
+    @property
+    def size_text(self) -> str:
+        """``size``'s own lines for the parent and this build (vmlinux targets), then the change."""
+        if self.size is None:
+            return ""
+        lines = [SIZE_HEADER]
+        if self.base_size is not None:
+            lines.append(size_line(self.base_size, f"{self.target} (parent)"))
+        lines.append(size_line(self.size, self.target))
+        if self.base_size is not None:
+            b, h = self.base_size, self.size
+            lines.append(f"change: text {h.text - b.text:+d}, data {h.data - b.data:+d}, "
+                         f"bss {h.bss - b.bss:+d}, total {h.dec - b.dec:+d}")
+        return "\n".join(lines) + "\n"
 
     @property
     def bloat_text(self) -> str:
@@ -157,7 +187,8 @@ class ToolchainReport:
                 "new_in_build": [f.to_dict() for f in self.new_in_build], "carried": self.carried,
                 "link_layout": [p.to_dict() for p in self.link_layout],
                 "link_moves": None if self.link_moves is None else [m.to_dict() for m in self.link_moves],
-                "inline_cost": self.inline_cost.to_dict() if self.inline_cost else None}
+                "inline_cost": self.inline_cost.to_dict() if self.inline_cost else None,
+                **({"size": _size_dict(self.size), "base_size": _size_dict(self.base_size)} if self.size else {})}
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -252,6 +283,10 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
         rep.inline_cost = stored_inline_report(store, base.id, build.id)
+    if build.target == "vmlinux" and build.status == "ok":
+        rep.size = stored_size(store, build.id)
+        if base is not None and base.status == "ok":
+            rep.base_size = stored_size(store, base.id)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
         rep.link_layout = [p for ps in store.link_layout_for(build.id).values() for p in ps]

@@ -89,6 +89,8 @@ def toolchain_text(t: ToolchainReport) -> str:
         lines.append(f"parent build {t.base_status}: no size table")
     else:
         lines.append(t.bloat_text.rstrip("\n"))
+    if t.size_text:
+        lines.append(t.size_text.rstrip("\n"))
     f = _finding_lines(t)
     if f:
         lines.append("findings:")
@@ -146,6 +148,8 @@ def _md_patch(p: PatchReport) -> list[str]:
             out.append(formats.to_markdown(t.tables))
         else:
             out += ["no size table (parent not built)", ""]
+        if t.size_text:
+            out += ["```", t.size_text.rstrip("\n"), "```", ""]
         if t.inline_cost is not None and t.inline_cost.changed:
             out += _md_inline(t.inline_cost)
         for f in sorted(t.changes + t.new_in_build, key=finding_order):

@@ -117,6 +117,7 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
         "seconds": t.seconds, "analyzed": t.analyzed, "errors": t.errors,
         "text": {"old": base_text, "new": text,
                  "delta": None if text is None or base_text is None else text - base_text},
+        "size_text": t.size_text,          # vmlinux: binutils size's lines, parent and this build
         "tables": [_table(tab) for tab in t.tables],
         "clone_groups": [g for tab in t.tables for g in _clone_groups(tab)],
         "inline_changes": [_finding(f) for f in t.inline_changes],
