@@ -60,8 +60,9 @@ def split(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
-                         help="store file (default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
+db_option = click.option("--db", type=str, default=None,
+                         help="store: an sqlite file, or a postgresql://user:password@host:port/dbname URL "
+                              "(default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
 
 
 def open_store(db: str | None, read_only: bool = False):

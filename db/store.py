@@ -15,6 +15,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -854,7 +855,7 @@ class SqliteStore(Store):
             "SELECT build_id, json_group_object(name, size) FROM (SELECT o.build_id AS build_id, n.name AS name, "
             "sum(s.size) AS size FROM objects o JOIN symbols s ON s.object_id = o.id JOIN names n ON n.id = s.name_id "
             "WHERE o.build_id IN (SELECT value FROM json_each(?)) AND s.letter IN ('t','T','w','W') "
-            "GROUP BY o.build_id, n.name) GROUP BY build_id", (ids,))}
+            "GROUP BY o.build_id, n.name) AS per_name GROUP BY build_id", (ids,))}
         facts = {bid: json.loads(doc) for bid, doc in conn.execute(
             "SELECT o.build_id, json_group_object(n.name, json_array(f.declared, f.out_of_line, f.inlined_count)) "
             "FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id "
@@ -1105,6 +1106,19 @@ class PgStore(SqliteStore):
         except StoreError as e:
             raise StoreError(f"the store needs migration {todo[0].path.name} and this session cannot apply "
                              f"it ({e}): open it once with a role that may (any sizewatch run)") from None
+
+    @contextmanager
+    def exclusive(self, what: str) -> Iterator[bool]:
+        """Whether this process holds ``what`` (one bot per store) while the block runs: a session
+        advisory lock on a connection of its own, so it holds across machines and goes with the
+        process (a killed bot's lock is released by the server)."""
+        conn = self._Connection(self.url)
+        try:
+            got = conn.execute("SELECT pg_try_advisory_lock(?, ?)", (1, zlib.crc32(what.encode()) & 0x7FFFFFFF)
+                               ).fetchone()[0]
+            yield bool(got)
+        finally:
+            conn.close()
 
     def _conn(self):
         conn = getattr(self._local, "conn", None)

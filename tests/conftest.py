@@ -151,3 +151,34 @@ def output_dir() -> Path:
     """Where tests leave artifacts for humans (screenshots, reports)."""
     OUTPUT.mkdir(exist_ok=True)
     return OUTPUT
+
+
+# --- PostgreSQL (issue 16): a real server per session, a fresh database per test -------------------
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL 15 server on 127.0.0.1 in a temporary directory (tests/pgserver.py), stopped at the end."""
+    from pgserver import PgServer
+    try:
+        server = PgServer()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a new, empty database on the session's server (dropped after the test)."""
+    url = pg_server.database()
+    yield url
+    pg_server.drop(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_db(request, tmp_path):
+    """Where a store test keeps its store: an sqlite file, or an empty PostgreSQL database (its URL).
+    The same test runs on both."""
+    if request.param == "sqlite":
+        return tmp_path / "s.db"
+    return request.getfixturevalue("pg_url")

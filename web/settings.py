@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -29,9 +30,16 @@ def read_token(token: str | None, token_file: str | os.PathLike | None) -> str |
     return token or None
 
 
+def url_cache_name(url: str) -> str:
+    """A file name for what is kept beside a PostgreSQL store (no file to put it beside): the URL
+    without its password, characters other than letters, digits, '.', '-', '@' as '_'."""
+    from db.dialect import redact
+    return re.sub(r"[^A-Za-z0-9.@-]", "_", redact(url).split("://", 1)[1])[:200]
+
+
 @dataclass(frozen=True)
 class WebSettings:
-    db: Path
+    db: Path | str                                  # an sqlite file, or a postgresql:// URL
     token: str | None = None                        # None: read-only, every action answers 403
     jobs_dir: Path | None = None                    # re-run logs (default: <db>.jobs beside the store)
     command: list[str] = field(default_factory=sizewatch_command)
@@ -40,9 +48,30 @@ class WebSettings:
     pages_bytes: int = 256 << 20                    # its bound; 0: no page cache (ETags and 304s still)
 
     @property
+    def is_url(self) -> bool:
+        from db.dialect import is_url
+        return is_url(self.db)
+
+    def _beside(self, suffix: str) -> Path:
+        """``<db><suffix>`` beside an sqlite store; for a PostgreSQL store
+        ``<cache>/postgresql/<user@host_port_dbname><suffix>`` (keyed by the URL without its password)."""
+        if self.is_url:
+            from toolchains.source import cache_dir
+            return cache_dir() / "postgresql" / (url_cache_name(str(self.db)) + suffix)
+        db = Path(self.db)
+        return db.with_name(db.name + suffix)
+
+    @property
     def job_logs(self) -> Path:
-        return self.jobs_dir or self.db.with_name(self.db.name + ".jobs")
+        return self.jobs_dir or self._beside(".jobs")
 
     @property
     def page_cache(self) -> Path:
-        return self.pages_file or self.db.with_name(self.db.name + ".pages")
+        return self.pages_file or self._beside(".pages")
+
+    def db_args(self) -> tuple[list[str], dict[str, str]]:
+        """How a command started for this server names its store: ``--db PATH``, or for a PostgreSQL
+        store ``$SIZEWATCH_DB`` (a password in an argv would show in ps and on the job page)."""
+        if self.is_url:
+            return [], {"SIZEWATCH_DB": str(self.db)}
+        return ["--db", str(self.db)], {}

@@ -513,6 +513,12 @@ def instance_lock(store: Store) -> Iterator[None]:
     if where is None:
         yield
         return
+    if hasattr(store, "exclusive"):             # PostgreSQL: bots on other machines too (db.store.PgStore)
+        with store.exclusive("bot") as got:
+            if not got:
+                raise InputError(f"another sizewatch bot is running on {where}")
+            yield
+        return
     path = Path(f"{where}.bot.lock")
     with open(path, "a") as f:
         try:
