@@ -182,3 +182,18 @@ def store_db(request, tmp_path):
     if request.param == "sqlite":
         return tmp_path / "s.db"
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def example_pg_store(example_series, pg_server):
+    """The example series run by ``sizewatch run --db postgresql://...`` (the pipeline writing to
+    PostgreSQL itself): (database name, the run's CompletedProcess). Tests take copies
+    (``pg_server.database(template=...)``) and leave this one untouched."""
+    for tc in EXAMPLE_TOOLCHAINS.split(","):
+        example_series(tc)
+    url = pg_server.database()
+    proc = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), "--toolchains", EXAMPLE_TOOLCHAINS,
+                           "--db", url], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"sizewatch run of the example series into PostgreSQL failed:\n{proc.stderr}")
+    return url.rsplit("/", 1)[1], proc
