@@ -36,6 +36,19 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+# functions the store's queries use that PostgreSQL lacks (created with schema_migrations, db.migrate)
+PG_PRELUDE = """
+CREATE OR REPLACE FUNCTION json_valid(doc text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF doc IS NULL THEN RETURN NULL; END IF;
+    PERFORM doc::json;
+    RETURN true;
+EXCEPTION WHEN others THEN
+    RETURN false;
+END $$;
+"""
+
+
 # --- migrations -----------------------------------------------------------------------------------
 
 _DDL = [            # types are matched in upper case only: column names (objects.text) are lower case

@@ -116,8 +116,8 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None,
         conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
                      "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
         if _pg(conn):
-            from db.pg import PRELUDE
-            conn.script(PRELUDE)
+            from db.dialect import PG_PRELUDE
+            conn.script(PG_PRELUDE)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -21,19 +21,6 @@ from db.errors import StoreError
 WRITE_LOCK = 0x73697a6577617463
 CONNECT_TIMEOUT_S = 10
 
-# functions the store's queries use that PostgreSQL lacks (created with schema_migrations, db.migrate)
-PRELUDE = """
-CREATE OR REPLACE FUNCTION json_valid(doc text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF doc IS NULL THEN RETURN NULL; END IF;
-    PERFORM doc::json;
-    RETURN true;
-EXCEPTION WHEN others THEN
-    RETURN false;
-END $$;
-"""
-
-
 class StoreUnavailable(StoreError):
     """The PostgreSQL server could not be reached or went away: nothing was written by the failed call;
     a caller holding a finished result may try the write again later."""
@@ -114,10 +101,9 @@ class Connection:
 
     def __init__(self, url: str, read_only: bool = False, migrations: Path | None = None):
         psycopg = _psycopg()
-        from db.migrate import MIGRATIONS_DIR
         self.where = dialect.redact(url)
         self.read_only = read_only
-        self._identity = dialect.identity_tables(migrations or MIGRATIONS_DIR)
+        self._identity = dialect.identity_tables(migrations or Path(__file__).with_name("migrations"))
         options = "-c default_transaction_read_only=on" if read_only else ""
         try:
             self._c = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
