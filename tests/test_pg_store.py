@@ -222,6 +222,24 @@ def test_readers_are_read_only_and_migrate_once(pg_url):
         s.close()
 
 
+def test_a_lost_session_is_reopened_for_reads_and_writes_say_unavailable(pg_url, pg_server):
+    """The server ends the store's session (as a restart does): the next read reconnects and answers;
+    a write on a lost session fails as StoreUnavailable (nothing written: the caller may retry it)."""
+    from db.pg import StoreUnavailable
+    s = open_store(pg_url)
+    s.ensure_tree("t")
+    name = pg_url.rsplit("/", 1)[1]
+    kill = f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    pg_server.admin(kill)
+    assert s.tree_path("t") == ""                       # read: a new session
+    pg_server.admin(kill)
+    with pytest.raises(StoreUnavailable):
+        s.ensure_tree("u")
+    s.ensure_tree("u")                                  # the next write: a new session
+    assert s.tree_path("u") == ""
+    s.close()
+
+
 def test_one_bot_per_store(pg_url):
     from ci.bot.service import instance_lock
     from analyzer.errors import InputError
