@@ -240,6 +240,44 @@ def test_a_lost_session_is_reopened_for_reads_and_writes_say_unavailable(pg_url,
     s.close()
 
 
+def test_writers_take_turns_and_a_key_keeps_one_build(pg_url, compile_c):
+    """Four writers (threads, each its own session) record the same build key and builds of their own
+    at once, as workers on several machines do: no error, no deadlock, one build per key, every
+    change counter moved once per write."""
+    import threading
+    from test_store import _objects, _record
+    a, b = _objects(compile_c)
+    s = open_store(pg_url)
+    s.record_build(_record(None, "a" * 40, None, a))
+    before = s.change_stamp()
+    errors = []
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(3):
+                s.record_build(_record(None, "b" * 40, "a" * 40, b))                  # the shared key
+                s.record_build(_record(None, f"{k}{i}".ljust(40, "c"), "a" * 40, b))  # its own
+        except Exception as e:                          # noqa: BLE001  (reported below)
+            errors.append(repr(e))
+        finally:
+            s.close()                                   # this thread's session
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and not any(t.is_alive() for t in threads), errors
+    assert [x.commit_sha for x in s.builds_for_commit("b" * 40)] == ["b" * 40]
+    raw = RawSql(pg_url)
+    assert raw.one("SELECT count(*) FROM builds") == 1 + 1 + 4 * 3
+    store_n = dict(before)["store"]
+    # every record_build bumps 'store' at least once (build row and its matrix tables): 24 writes
+    assert raw.one("SELECT n FROM change_counters WHERE scope = 'store'") >= store_n + 24
+    raw.close()
+    s.close()
+
+
 def test_one_bot_per_store(pg_url):
     from ci.bot.service import instance_lock
     from analyzer.errors import InputError
