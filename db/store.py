@@ -45,6 +45,20 @@ def default_path() -> Path | str:
     return cache_dir() / "sizewatch.db"
 
 
+def beside(where: str | os.PathLike, suffix: str) -> Path:
+    """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``, the bot's
+    ``-series``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
+    put them beside, ``<cache>/postgresql/<user@host_port_dbname><suffix>`` (the URL without its
+    password; characters other than letters, digits, '.', '-', '@' as '_')."""
+    if _dialect.is_url(str(where)):
+        import re
+        from toolchains.source import cache_dir
+        name = re.sub(r"[^A-Za-z0-9.@-]", "_", _dialect.redact(str(where)).split("://", 1)[1])[:200]
+        return cache_dir() / "postgresql" / (name + suffix)
+    where = Path(where)
+    return where.with_name(where.name + suffix)
+
+
 def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
                read_only: bool = False) -> "SqliteStore":
     """Open (creating and migrating as needed) the store at ``path`` or the default location.

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -30,13 +29,6 @@ def read_token(token: str | None, token_file: str | os.PathLike | None) -> str |
     return token or None
 
 
-def url_cache_name(url: str) -> str:
-    """A file name for what is kept beside a PostgreSQL store (no file to put it beside): the URL
-    without its password, characters other than letters, digits, '.', '-', '@' as '_'."""
-    from db.dialect import redact
-    return re.sub(r"[^A-Za-z0-9.@-]", "_", redact(url).split("://", 1)[1])[:200]
-
-
 @dataclass(frozen=True)
 class WebSettings:
     db: Path | str                                  # an sqlite file, or a postgresql:// URL
@@ -53,13 +45,9 @@ class WebSettings:
         return is_url(self.db)
 
     def _beside(self, suffix: str) -> Path:
-        """``<db><suffix>`` beside an sqlite store; for a PostgreSQL store
-        ``<cache>/postgresql/<user@host_port_dbname><suffix>`` (keyed by the URL without its password)."""
-        if self.is_url:
-            from toolchains.source import cache_dir
-            return cache_dir() / "postgresql" / (url_cache_name(str(self.db)) + suffix)
-        db = Path(self.db)
-        return db.with_name(db.name + suffix)
+        """``<db><suffix>`` beside an sqlite store, under the cache dir for a PostgreSQL one (db.store.beside)."""
+        from db.store import beside
+        return beside(self.db, suffix)
 
     @property
     def job_logs(self) -> Path:
