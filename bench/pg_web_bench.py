@@ -136,6 +136,9 @@ def main() -> None:
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
+        cache = WebSettings(url).page_cache                 # the PostgreSQL store goes with the server
+        for p in (cache, cache.with_name(cache.name + "-wal"), cache.with_name(cache.name + "-shm")):
+            p.unlink(missing_ok=True)
     finally:
         server.stop()
     print(f"\nwrk, {args.seconds} s per page, mode and concurrency; p50/p95 in ms; "
