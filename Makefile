@@ -11,7 +11,7 @@ run: install
 	.venv/bin/sizewatch run --series toolchains/examples/rmqueue-always-inline.mbox \
 	    --toolchains gcc-11,gcc-12,clang-14,clang-16,clang-19 --targets mm/page_alloc.o
 	@echo
-	@echo "Results are stored in $$(.venv/bin/python -c 'from db.store import default_path; print(default_path())')."
+	@echo "Results are stored in $$(.venv/bin/python -c 'from db.store import default_path; from db.dialect import redact; print(redact(str(default_path())))')."
 	@echo "Ask the store:      .venv/bin/sizewatch history get_page_from_freelist --toolchain clang-19"
 	@if [ -t 0 ]; then \
 	    echo "Starting the dashboard: open http://127.0.0.1:5000/ in a browser (Ctrl-C stops it)"; \

@@ -60,8 +60,20 @@ def split(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
-                         help="store file (default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
+class StoreParam(click.ParamType):
+    """``--db``: a ``postgresql://`` URL as it is, anything else a file path (not a directory)."""
+    name = "store"
+
+    def convert(self, value, param, ctx):
+        from db.dialect import is_url
+        if is_url(value):
+            return value
+        return click.Path(dir_okay=False).convert(value, param, ctx)
+
+
+db_option = click.option("--db", type=StoreParam(), default=None,
+                         help="store: an sqlite file, or a postgresql://user:password@host:port/dbname URL "
+                              "(default: $SIZEWATCH_DB or <cache>/sizewatch.db)")
 
 
 def open_store(db: str | None, read_only: bool = False):

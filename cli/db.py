@@ -20,10 +20,12 @@ def db_cmd() -> None:
 def check_cmd(db: str | None) -> None:
     """Check the store (read-only): integrity, migrations, every stored column readable."""
     from db.check import check_store
+    from db.dialect import is_url
     from db.errors import StoreError
     from db.store import default_path
     with one_line_errors():
-        res = check_store(Path(db) if db else default_path())
+        where = db if db else default_path()
+        res = check_store(where if is_url(str(where)) else Path(where))
         if not res.ok:
             raise StoreError(res.line())
         click.echo(f"sizewatch: {res.line()}")

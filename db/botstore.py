@@ -266,10 +266,10 @@ class SqliteBotStore(BotStore):
 
     def record_messages(self, messages: list[BotMessage]) -> int:
         with self._tx() as conn:
-            before = conn.total_changes
-            conn.executemany(f"INSERT OR IGNORE INTO bot_messages({_MSG_COLS}) VALUES "
-                             f"({','.join('?' * 19)})", [_msg_row(m) for m in messages])
-            return conn.total_changes - before
+            # rows inserted (a message already stored is ignored): the rowcount of every statement, summed
+            cur = conn.executemany(f"INSERT OR IGNORE INTO bot_messages({_MSG_COLS}) VALUES "
+                                   f"({','.join('?' * 19)})", [_msg_row(m) for m in messages])
+            return max(cur.rowcount, 0) if cur is not None else 0
 
     @retry_busy
     def open_messages(self) -> list[BotMessage]:
@@ -336,8 +336,8 @@ class SqliteBotStore(BotStore):
             f"INSERT INTO bot_series({_SERIES_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(key) DO UPDATE SET version = excluded.version, subject = excluded.subject, "
             "sender = excluded.sender, total = excluded.total, state = excluded.state, "
-            "series_id = coalesce(excluded.series_id, series_id), "
-            "superseded_by = coalesce(excluded.superseded_by, superseded_by), note = excluded.note, "
+            "series_id = coalesce(excluded.series_id, bot_series.series_id), "
+            "superseded_by = coalesce(excluded.superseded_by, bot_series.superseded_by), note = excluded.note, "
             "updated_at = excluded.updated_at",
             (s.key, s.version, s.subject, s.sender, s.total, s.state, s.series_id, s.superseded_by, s.note,
              s.first_seen or now, now))

@@ -81,9 +81,12 @@ def _first_ids(ids: list) -> str:
     return ", ".join(map(str, ids[:5])) + (", ..." if len(ids) > 5 else "")
 
 
-def check_store(path: Path) -> CheckResult:
+def check_store(path: Path | str) -> CheckResult:
     """Every check, read-only; StoreError only when the file cannot be opened as a store at all."""
+    from db.dialect import is_url
     from db.store import check_store_file
+    if is_url(path):
+        return check_pg(str(path))
     path = Path(path)
     check_store_file(path, must_exist=True)
     res = CheckResult(path)
@@ -107,6 +110,56 @@ def check_store(path: Path) -> CheckResult:
             res.facts.append(f"{n} bot messages")
         res.facts.append("every JSON, compressed and text column readable")
     except sqlite3.DatabaseError as e:            # damage deep enough that a query fails
+        res.problems.append(f"a query failed: {e}")
+    finally:
+        conn.close()
+    return res
+
+
+def check_pg(url: str) -> CheckResult:
+    """The same checks on a PostgreSQL store, in a read-only session. The server itself keeps what
+    sqlite's integrity_check and foreign_key_check look for (pages, foreign keys, UTF-8 text); JSON
+    and compressed columns, migrations and the references the schema does not declare are checked
+    as for a file."""
+    from db.dialect import redact
+    from db.pg import Connection
+    where = redact(url)
+    conn = Connection(url, read_only=True)
+    res = CheckResult(where)
+    try:
+        found = migrate.applied(conn)
+    except StoreError:
+        conn.close()
+        raise
+    if not found:
+        conn.close()
+        raise StoreError(f"{where}: no such store (no sizewatch tables in that database)")
+    try:
+        res.facts.append("foreign keys and UTF-8 text kept by the server")
+        _migrations(conn, res)
+        cols: dict[str, set[str]] = {}
+        for t, c in conn.execute("SELECT table_name, column_name FROM information_schema.columns "
+                                 "WHERE table_schema = current_schema()"):
+            cols.setdefault(t, set()).add(c)
+        pks: dict[str, list[str]] = {}
+        for t, c in conn.execute(
+                "SELECT tc.table_name, k.column_name FROM information_schema.table_constraints tc "
+                "JOIN information_schema.key_column_usage k ON k.constraint_name = tc.constraint_name "
+                "AND k.table_schema = tc.table_schema WHERE tc.constraint_type = 'PRIMARY KEY' "
+                "AND tc.table_schema = current_schema() ORDER BY tc.table_name, k.ordinal_position"):
+            pks.setdefault(t, []).append(c)
+        for t, have in cols.items():
+            _KEYS[t] = ("id" if "id" in have else "rowid" if "rowid" in have
+                        else " || ',' || ".join(f'"{c}"' for c in pks.get(t, [])) or "ctid")
+        _json(conn, cols, res)
+        _zlib(conn, cols, res)
+        _references(conn, cols, res)
+        if "builds" in cols:
+            res.facts.append(f"{conn.execute('SELECT count(*) FROM builds').fetchone()[0]} builds")
+        if "bot_messages" in cols:
+            res.facts.append(f"{conn.execute('SELECT count(*) FROM bot_messages').fetchone()[0]} bot messages")
+        res.facts.append("every JSON and compressed column readable")
+    except StoreError as e:                   # damage deep enough that a query fails
         res.problems.append(f"a query failed: {e}")
     finally:
         conn.close()

@@ -31,7 +31,8 @@ class Connections(Protocol):
 
 
 def retry_busy(fn: Callable[..., T]) -> Callable[..., T]:
-    """Retry a read when sqlite still answers busy/locked after its own timeout (WAL recovery)."""
+    """Retry a read when sqlite still answers busy/locked after its own timeout (WAL recovery), or
+    when a PostgreSQL store lost its session."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         for attempt in range(20):
@@ -44,6 +45,13 @@ def retry_busy(fn: Callable[..., T]) -> Callable[..., T]:
                 time.sleep(0.05 * (attempt + 1))
             except sqlite3.DatabaseError as e:
                 raise StoreError(f"store: {e}") from None
+            except StoreError as e:
+                # a PostgreSQL store whose session was lost (server restarted, connection cut): a read
+                # is safe to repeat on a new session (db.store.PgStore reconnects), a few times
+                from db.pg import StoreUnavailable
+                if not isinstance(e, StoreUnavailable) or attempt >= 3:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
     return wrapper
 

@@ -1,11 +1,12 @@
-"""The result store behind a small interface; sqlite is the implementation shipped.
+"""The result store behind a small interface: an sqlite file (the default), or PostgreSQL.
 
-``Store`` names every operation the pipeline, the dashboard and the bot need, so
-a PostgreSQL implementation could serve a multi-user deployment later without
-touching them. ``SqliteStore`` keeps one connection per thread (Flask serves
-requests on threads), runs in WAL mode so readers never wait for the writer,
-and writes one build's whole result in one ``BEGIN IMMEDIATE`` transaction: a
-crash (even ``kill -9``) leaves the build either complete or absent.
+``Store`` names every operation the pipeline, the dashboard and the bot need. ``SqliteStore``
+keeps one connection per thread (Flask serves requests on threads), runs in WAL mode so readers
+never wait for the writer, and writes one build's whole result in one ``BEGIN IMMEDIATE``
+transaction: a crash (even ``kill -9``) leaves the build either complete or absent.
+``PgStore`` (a ``postgresql://`` URL, for workers on several machines writing to one store) is the
+same class over ``db.pg`` connections: the same queries and migrations, rewritten by
+``db.dialect``, the same one-writer-at-a-time transactions (an advisory lock).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -23,7 +25,7 @@ from typing import Iterable, Iterator
 from analyzer.cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move, Neighbour
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
-from db import changes as _changes, matrix as _matrix, migrate as _migrate
+from db import changes as _changes, dialect as _dialect, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import s64, u64
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
@@ -37,13 +39,28 @@ from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, Fun
 TEXT_LETTERS = ("t", "T", "w", "W")
 
 
-def default_path() -> Path:
-    """``$SIZEWATCH_DB``, else ``<cache>/sizewatch.db`` (cache: ``$SIZEWATCH_CACHE`` or ~/.cache/sizewatch)."""
+def default_path() -> Path | str:
+    """``$SIZEWATCH_DB`` (a file, or a ``postgresql://`` URL returned as the string it is), else
+    ``<cache>/sizewatch.db`` (cache: ``$SIZEWATCH_CACHE`` or ~/.cache/sizewatch)."""
     env = os.environ.get("SIZEWATCH_DB")
     if env:
-        return Path(env)
+        return env if _dialect.is_url(env) else Path(env)
     from toolchains.source import cache_dir
     return cache_dir() / "sizewatch.db"
+
+
+def beside(where: str | os.PathLike, suffix: str) -> Path:
+    """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``, the bot's
+    ``-series``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
+    put them beside, ``<cache>/postgresql/<user@host_port_dbname><suffix>`` (the URL without its
+    password; characters other than letters, digits, '.', '-', '@' as '_')."""
+    if _dialect.is_url(str(where)):
+        import re
+        from toolchains.source import cache_dir
+        name = re.sub(r"[^A-Za-z0-9.@-]", "_", _dialect.redact(str(where)).split("://", 1)[1])[:200]
+        return cache_dir() / "postgresql" / (name + suffix)
+    where = Path(where)
+    return where.with_name(where.name + suffix)
 
 
 def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
@@ -54,8 +71,14 @@ def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
     every connection is opened ``mode=ro`` (a reader cannot write by mistake, and a store on
     read-only media or without write permission opens); pending migrations are applied first, by one writable connection, only when that is needed and possible; a
     missing store is a StoreError (a reader never creates what it reads).
+
+    A ``postgresql://`` URL (``--db``, ``$SIZEWATCH_DB``) opens a PostgreSQL store (``PgStore``): the
+    database must exist; its tables are created and migrated the same way.
     """
-    return SqliteStore(Path(path) if path else default_path(), upto=upto, read_only=read_only)
+    where = path if path else default_path()
+    if _dialect.is_url(str(where)):
+        return PgStore(str(where), upto=upto, read_only=read_only)
+    return SqliteStore(Path(where), upto=upto, read_only=read_only)
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -399,7 +422,10 @@ class SqliteStore(Store):
             yield conn
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("ROLLBACK")
+            except (sqlite3.Error, StoreError):       # the connection is gone: so is the transaction
+                pass
             raise
         finally:
             self._local.pending_names = None
@@ -425,19 +451,19 @@ class SqliteStore(Store):
 
     def _tree_id(self, conn: sqlite3.Connection, name: str, path: str = "", url: str = "") -> int:
         conn.execute("INSERT INTO trees(name, path, url) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
-                     "path = CASE WHEN excluded.path != '' THEN excluded.path ELSE path END, "
-                     "url = CASE WHEN excluded.url != '' THEN excluded.url ELSE url END", (name, path, url))
+                     "path = CASE WHEN excluded.path != '' THEN excluded.path ELSE trees.path END, "
+                     "url = CASE WHEN excluded.url != '' THEN excluded.url ELSE trees.url END", (name, path, url))
         return conn.execute("SELECT id FROM trees WHERE name = ?", (name,)).fetchone()[0]
 
     def _commit_id(self, conn: sqlite3.Connection, tree_id: int, c: Commit) -> int:
         conn.execute(
             "INSERT INTO commits(tree_id, sha, parent_sha, subject, author, date, generation) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT(tree_id, sha) DO UPDATE SET parent_sha = coalesce(excluded.parent_sha, parent_sha), "
-            "generation = coalesce(excluded.generation, generation), "
-            "subject = CASE WHEN excluded.subject != '' THEN excluded.subject ELSE subject END, "
-            "author = CASE WHEN excluded.author != '' THEN excluded.author ELSE author END, "
-            "date = CASE WHEN excluded.date != '' THEN excluded.date ELSE date END",
+            "ON CONFLICT(tree_id, sha) DO UPDATE SET parent_sha = coalesce(excluded.parent_sha, commits.parent_sha), "
+            "generation = coalesce(excluded.generation, commits.generation), "
+            "subject = CASE WHEN excluded.subject != '' THEN excluded.subject ELSE commits.subject END, "
+            "author = CASE WHEN excluded.author != '' THEN excluded.author ELSE commits.author END, "
+            "date = CASE WHEN excluded.date != '' THEN excluded.date ELSE commits.date END",
             (tree_id, c.sha, c.parent_sha, c.subject, c.author, c.date, c.generation))
         return conn.execute("SELECT id FROM commits WHERE tree_id = ? AND sha = ?", (tree_id, c.sha)).fetchone()[0]
 
@@ -529,20 +555,23 @@ class SqliteStore(Store):
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [(oid, ids[s.name], s.size, s.letter, ids.get(s.section) if s.section else None,
                            s64(s.offset)) for s in obj.symbols])
-        conn.executemany("INSERT OR REPLACE INTO functions(object_id, name_id, size, declared, out_of_line, "
+        # one row per name, the last one given (what INSERT OR REPLACE kept; plain INSERTs run on both dialects)
+        functions = list({f.name: f for f in obj.functions}.values())
+        conn.executemany("INSERT INTO functions(object_id, name_id, size, declared, out_of_line, "
                          "inlined_count, inlined_bytes, callers, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          [(oid, ids[f.name], f.size, f.declared, int(f.out_of_line), f.inlined_count,
-                           f.inlined_bytes, f.callers, json.dumps(f.facts)) for f in obj.functions])
+                           f.inlined_bytes, f.callers, json.dumps(f.facts)) for f in functions])
         conn.executemany("INSERT INTO remarks(object_id, callee_id, caller_id, passed, reason, location) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [(oid, ids.get(r.callee) if r.callee else None, ids.get(r.caller) if r.caller else None,
                            int(r.passed), r.reason, r.location) for r in obj.remarks])
-        conn.executemany("INSERT OR REPLACE INTO likely_paths(object_id, name_id, insns, bytes, branches, calls, "
+        likely = list({c.function: c for c in obj.likely_paths}.values())
+        conn.executemany("INSERT INTO likely_paths(object_id, name_id, insns, bytes, branches, calls, "
                          "pushes, frame, memory, lines, end_kind, cycles, rthroughput, mcpu) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          [(oid, ids[c.function], c.insns, c.bytes, c.branches, json.dumps(list(c.calls)), c.pushes,
                            c.frame, c.memory, c.lines, c.end, c.cycles, c.rthroughput, c.mcpu)
-                          for c in obj.likely_paths])
+                          for c in likely])
         conn.executemany("INSERT INTO link_layouts(object_id, pos, name_id, ordinal, section, address, size, blocks, "
                          "lines, phase, pad_before, pad_after, neighbours) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          [(oid, i, ids[p.name], p.ordinal, p.section, s64(p.address), p.size, p.blocks, p.lines,
@@ -605,8 +634,8 @@ class SqliteStore(Store):
                          "ON CONFLICT(build_id, base_build_id) DO UPDATE SET counts = excluded.counts",
                          (build_id, base_build_id, json.dumps(counts)))
             if tables is not None:          # (they depend on the two builds' symbols alone: kept when not given)
-                conn.execute("INSERT OR REPLACE INTO comparison_tables(build_id, base_build_id, tables_z) "
-                             "VALUES (?, ?, ?)",
+                conn.execute("INSERT INTO comparison_tables(build_id, base_build_id, tables_z) VALUES (?, ?, ?) "
+                             "ON CONFLICT(build_id, base_build_id) DO UPDATE SET tables_z = excluded.tables_z",
                              (build_id, base_build_id, compress(json.dumps(tables, separators=(",", ":")))))
             if inline_cost is not None:     # (in this transaction: the comparisons upsert's triggers cover it)
                 conn.execute("INSERT INTO comparison_inline_costs(build_id, base_build_id, report_z) VALUES (?, ?, ?) "
@@ -1064,7 +1093,7 @@ class SqliteStore(Store):
             "SELECT build_id, json_group_object(name, size) FROM (SELECT o.build_id AS build_id, n.name AS name, "
             "sum(s.size) AS size FROM objects o JOIN symbols s ON s.object_id = o.id JOIN names n ON n.id = s.name_id "
             "WHERE o.build_id IN (SELECT value FROM json_each(?)) AND s.letter IN ('t','T','w','W') "
-            "GROUP BY o.build_id, n.name) GROUP BY build_id", (ids,))}
+            "GROUP BY o.build_id, n.name) AS per_name GROUP BY build_id", (ids,))}
         facts = {bid: json.loads(doc) for bid, doc in conn.execute(
             "SELECT o.build_id, json_group_object(n.name, json_array(f.declared, f.out_of_line, f.inlined_count)) "
             "FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id "
@@ -1263,3 +1292,78 @@ class SqliteStore(Store):
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+class PgStore(SqliteStore):
+    """The store in a PostgreSQL database (``postgresql://user:password@host:port/dbname``).
+
+    Every query and write is SqliteStore's, over ``db.pg`` connections (one per thread, reconnected
+    after the server went away). What the sqlite store does with its file, this does with the
+    database: creates and migrates the tables in an empty database, refuses one holding tables it
+    did not write or a newer schema, and a reader (``read_only``: every transaction read-only)
+    never creates a store. ``path`` is the URL without its password (messages, cache names).
+    """
+
+    def __init__(self, url: str, upto: int | None = None, read_only: bool = False):
+        from db.pg import Connection
+        self._Connection = Connection
+        self.url = url
+        self.path = _dialect.redact(url)
+        self.read_only = read_only
+        self._local = threading.local()
+        self._bot = SqliteBotStore(self)
+        self._names: dict[str, int] = {}
+        self._names_lock = threading.Lock()
+        try:
+            conn = self._conn()
+            done = _migrate.applied(conn)
+            if not done:
+                tables = [t for (t,) in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                    "ORDER BY table_name")]
+                if tables:
+                    raise StoreError(f"a database that is not a sizewatch store (its tables: {', '.join(tables[:5])}"
+                                     f"{', ...' if len(tables) > 5 else ''}); left untouched")
+                if read_only:
+                    raise StoreError("no store there yet (sizewatch run or sizewatch bot writes one)")
+            if read_only:
+                self._read_only_ready(upto)
+            else:
+                _migrate.migrate(conn, upto=upto)
+        except StoreError as e:
+            self.close()
+            msg = str(e)
+            raise type(e)(msg if msg.startswith(self.path) else f"{self.path}: {msg}") from None
+
+    def _read_only_ready(self, upto: int | None) -> None:
+        todo = [m for m in _migrate.pending(self._conn()) if upto is None or m.version <= upto]
+        if not todo:
+            return
+        try:
+            PgStore(self.url, upto=upto).close()     # one writable session, for the migrations only
+        except StoreError as e:
+            raise StoreError(f"the store needs migration {todo[0].path.name} and this session cannot apply "
+                             f"it ({e}): open it once with a role that may (any sizewatch run)") from None
+
+    @contextmanager
+    def exclusive(self, what: str) -> Iterator[bool]:
+        """Whether this process holds ``what`` (one bot per store) while the block runs: a session
+        advisory lock on a connection of its own, so it holds across machines and goes with the
+        process (a killed bot's lock is released by the server)."""
+        conn = self._Connection(self.url)
+        try:
+            got = conn.execute("SELECT pg_try_advisory_lock(?, ?)", (1, zlib.crc32(what.encode()) & 0x7FFFFFFF)
+                               ).fetchone()[0]
+            yield bool(got)
+        finally:
+            conn.close()
+
+    def _conn(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and not conn.closed:
+            return conn
+        if conn is not None:
+            conn.close()
+        conn = self._Connection(self.url, read_only=self.read_only)
+        self._local.conn = conn
+        return conn

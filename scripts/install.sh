@@ -20,6 +20,9 @@ APT_PACKAGES=(
   chromium chromium-driver wrk
   # the bot's list input: public-inbox v2 inboxes (its tests make real ones with public-inbox-init/-mda)
   public-inbox
+  # the deployment mode past one machine (issue 16): a PostgreSQL store (its tests start their own
+  # server from postgresql-15's binaries, as the postgres user it creates) and RQ's Redis
+  postgresql-15 redis-server
 )
 # the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is present
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
@@ -44,7 +47,7 @@ stamp=.venv/.sizewatch-installed
 want=$(cat setup.cfg pyproject.toml setup.py analyzer/dwarf/_libdw.c | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log=$(mktemp)
-  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat; } >"$log" 2>&1; then
+  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test,postgres]' --config-settings editable_mode=compat; } >"$log" 2>&1; then
     cat "$log" >&2; rm -f "$log"; echo "install: pip install failed" >&2; exit 1
   fi
   rm -f "$log"

@@ -151,3 +151,49 @@ def output_dir() -> Path:
     """Where tests leave artifacts for humans (screenshots, reports)."""
     OUTPUT.mkdir(exist_ok=True)
     return OUTPUT
+
+
+# --- PostgreSQL (issue 16): a real server per session, a fresh database per test -------------------
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL 15 server on 127.0.0.1 in a temporary directory (tests/pgserver.py), stopped at the end."""
+    from pgserver import PgServer
+    try:
+        server = PgServer()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a new, empty database on the session's server (dropped after the test)."""
+    url = pg_server.database()
+    yield url
+    pg_server.drop(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_db(request, tmp_path):
+    """Where a store test keeps its store: an sqlite file, or an empty PostgreSQL database (its URL).
+    The same test runs on both."""
+    if request.param == "sqlite":
+        return tmp_path / "s.db"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def example_pg_store(example_series, pg_server):
+    """The example series run by ``sizewatch run --db postgresql://...`` (the pipeline writing to
+    PostgreSQL itself): (database name, the run's CompletedProcess). Tests take copies
+    (``pg_server.database(template=...)``) and leave this one untouched."""
+    for tc in EXAMPLE_TOOLCHAINS.split(","):
+        example_series(tc)
+    url = pg_server.database()
+    proc = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), "--toolchains", EXAMPLE_TOOLCHAINS,
+                           "--db", url], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"sizewatch run of the example series into PostgreSQL failed:\n{proc.stderr}")
+    return url.rsplit("/", 1)[1], proc

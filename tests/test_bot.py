@@ -90,30 +90,35 @@ def parse(raw: bytes) -> email.message.EmailMessage:
     return email.message_from_bytes(raw, policy=email.policy.default)
 
 
-def store_rows(db: Path, sql: str, *args) -> list[tuple]:
-    conn = sqlite3.connect(db)
+def store_rows(db: Path | str, sql: str, *args) -> list[tuple]:
+    """Rows of the store behind sizewatch's back: an sqlite file or a PostgreSQL URL."""
+    from pgserver import RawSql
+    conn = RawSql(db)
     try:
-        return conn.execute(sql, args).fetchall()
+        return [tuple(r) for r in conn.execute(sql, args).fetchall()]
     finally:
         conn.close()
 
 
 # --- the main scenario: the example series on the list, then its v2 -----------------------------------
 
-@pytest.fixture(scope="module")
-def scenario(example_store, example_series, tmp_path_factory, output_dir):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def scenario(request, example_series, tmp_path_factory, output_dir):
     """Four polls by four bot processes against one store and one SMTP server:
     1. the v1 series, a review reply, a series that does not apply (ISO-8859-1 sender), a patch that
        builds with clang-19 but not gcc-12, a malformed message, an incomplete series, an opted-out
        sender, a series for an unwatched list;
     2. nothing new (a restart); 3. the v2, superseding v1; 4. nothing new again."""
     tmp = tmp_path_factory.mktemp("bot")
-    db = tmp / "store.db"
-    src = sqlite3.connect(example_store[0])
-    dst = sqlite3.connect(db)
-    src.backup(dst)                                     # the example series' builds, already analyzed
-    src.close()
-    dst.close()
+    if request.param == "sqlite":
+        db = tmp / "store.db"
+        src = sqlite3.connect(request.getfixturevalue("example_store")[0])
+        dst = sqlite3.connect(db)
+        src.backup(dst)                                 # the example series' builds, already analyzed
+        src.close()
+        dst.close()
+    else:                                               # the same, written by sizewatch run --db postgresql://
+        db = request.getfixturevalue("pg_server").database(template=request.getfixturevalue("example_pg_store")[0])
     md = tmp / "list"
     checks = tmp / "checks"
     v1, v2 = botlist.series_v1(), botlist.series_v2()
@@ -148,8 +153,13 @@ def scenario(example_store, example_series, tmp_path_factory, output_dir):
     box.unlock()
     box.close()
     originals = {parse(r)["Message-ID"].strip(): parse(r) for r in first + v2 if parse(r)["Message-ID"]}
-    return {"db": db, "runs": runs, "after": after, "received": received, "originals": originals,
+    yield {"db": db, "runs": runs, "after": after, "received": received, "originals": originals,
             "checks": checks, "tmp": tmp, "built": {tc: example_series(tc) for tc in TOOLCHAINS}}
+    if isinstance(db, str):                             # the bot's series mboxes of a PostgreSQL store
+        import shutil
+        assert not (Path.cwd() / "postgresql:").exists()   # kept under the cache dir, never a path from the URL
+        from db.store import beside
+        shutil.rmtree(beside(db, "-series"), ignore_errors=True)
 
 
 def replies_to(scenario, msgid: str) -> list:

@@ -18,6 +18,8 @@ from ci.reports.model import commit_report, compute_tables
 from db.store import open_store
 from analyzer import formats
 
+from pgserver import RawSql
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
@@ -35,9 +37,9 @@ def _objects(compile_c):
             compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="rm-b.o"))
 
 
-def test_comparison_keeps_tables_and_counts(tmp_path, compile_c):
+def test_comparison_keeps_tables_and_counts(store_db, compile_c):
     a, b = _objects(compile_c)
-    db = tmp_path / "s.db"
+    db = store_db
     s = open_store(db)
     copy = FindingRow("always_inline_copy", "helper", "warning", "helper: out-of-line copy")
     b1 = _build(s, "a" * 40, None, a, findings=[copy])
@@ -58,10 +60,9 @@ def test_comparison_keeps_tables_and_counts(tmp_path, compile_c):
     assert summary[0].carried == 1 and summary[0].severities == {"warning": 1, "notice": 1}
     assert summary[0].worst.kind == "newly_out_of_line"
     # as a store from before 0009 has it: no tables, no counts; the same report and cells
-    conn = sqlite3.connect(db)
+    conn = RawSql(db)
     conn.execute("DELETE FROM comparison_tables")
     conn.execute("UPDATE comparisons SET counts = NULL")
-    conn.commit()
     conn.close()
     assert s.comparison_tables(b2, b1) is None
     assert render.patch_text(commit_report(s, "b" * 40)) == with_stored
@@ -70,19 +71,25 @@ def test_comparison_keeps_tables_and_counts(tmp_path, compile_c):
     assert bloat_tables.from_stored({**bloat_tables.to_stored(computed), "format": -1}) is None
 
 
-def test_function_sizes_match_the_migration_backfill(tmp_path, compile_c):
+def test_function_sizes_match_the_migration_backfill(store_db, compile_c):
     """New rows get their function_sizes from the triggers, rows stored before from the migration's
-    backfill: the same table."""
+    backfill: the same table (on PostgreSQL: 0010's .pg.sql twin, its triggers and its backfill)."""
     a, b = _objects(compile_c)
-    db = tmp_path / "s.db"
+    db = store_db
     s = open_store(db)
     for i, (obj, tc) in enumerate([(a, "gcc-12"), (b, "gcc-12"), (b, "clang-19")]):
         _build(s, f"{i:040x}", None, obj, toolchain=tc, generation=i + 1)
-    conn = sqlite3.connect(db)
+    conn = RawSql(db)
     written = conn.execute("SELECT * FROM function_sizes ORDER BY name_id, build_id").fetchall()
     assert len(written) > 10
     (m,) = [m for m in migrate_mod.available() if m.version == 10]
     conn.execute("DELETE FROM function_sizes")
+    if conn.pg:
+        backfill = m.pg_path.read_text().split("CREATE FUNCTION")[0]
+        conn.conn.script("\n".join(ln for ln in backfill.splitlines() if not ln.lstrip().startswith("DELETE")))
+        assert conn.execute("SELECT * FROM function_sizes ORDER BY name_id, build_id").fetchall() == written
+        conn.close()
+        return
     for stmt in m.statements():
         sql = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("--"))
         if sql.lstrip().upper().startswith("INSERT"):
@@ -92,14 +99,14 @@ def test_function_sizes_match_the_migration_backfill(tmp_path, compile_c):
 
 
 @pytest.mark.parametrize("schema", [8, None], ids=["written-before-0009", "written-by-an-older-sizewatch"])
-def test_history_from_rows_written_by_an_older_sizewatch(tmp_path, schema):
+def test_history_from_rows_written_by_an_older_sizewatch(store_db, schema):
     """Symbols and facts written with plain SQL as an older sizewatch does, into a store at schema 8
     (then migrated: backfilled) or into a migrated one (the triggers): a function's history counts its
     clones, reads its facts, and agrees with the history summed from the symbols."""
-    db = tmp_path / "s.db"
+    db = store_db
     open_store(db, upto=schema).close()
-    conn = sqlite3.connect(db)
-    conn.executescript("""
+    conn = RawSql(db)
+    conn.script("""
         INSERT INTO trees(name) VALUES ('t');
         INSERT INTO commits(tree_id, sha, subject, generation) VALUES (1, 'aaaa0001', 'one', 1),
                                                                       (1, 'aaaa0002', 'two', 2);
@@ -114,10 +121,9 @@ def test_history_from_rows_written_by_an_older_sizewatch(tmp_path, schema):
     sym = [(1, 1, 40, "T"), (1, 2, 12, "t"), (1, 4, 8, "D"), (1, 5, 3, "t"),
            (2, 1, 44, "T"), (2, 2, 12, "t"), (2, 3, 9, "t"), (2, 6, 5, "T"),
            (3, 3, 20, "t"), (3, 6, 7, "W")]
-    conn.executemany("INSERT INTO symbols(object_id, name_id, size, letter) VALUES (?, ?, ?, ?)", sym)
-    conn.executemany("INSERT INTO functions(object_id, name_id, declared, out_of_line, inlined_count) "
+    conn.conn.executemany("INSERT INTO symbols(object_id, name_id, size, letter) VALUES (?, ?, ?, ?)", sym)
+    conn.conn.executemany("INSERT INTO functions(object_id, name_id, declared, out_of_line, inlined_count) "
                      "VALUES (?, ?, ?, ?, ?)", [(1, 1, "inline", 1, 0), (3, 1, "inline", 0, 4), (3, 6, "plain", 1, 0)])
-    conn.commit()
     conn.close()
     s = open_store(db)
     got = [(h.commit_sha, h.toolchain, h.size, h.declared, h.out_of_line, h.inlined_count)

@@ -16,6 +16,8 @@ from ci.reports.model import commit_report, series_report, symbol_set
 from db.store import open_store
 from analyzer import bloat, formats
 
+from pgserver import RawSql
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
@@ -61,10 +63,10 @@ def test_migrations_from_empty_file(tmp_path):
     assert migrate_mod.migrate(sqlite3.connect(db, isolation_level=None)) == []
 
 
-def _raw_build(db: Path, sym_names: list[str]) -> None:
+def _raw_build(db: Path | str, sym_names: list[str]) -> None:
     """A build written with plain SQL in the columns every schema version has (as an old sizewatch wrote it)."""
-    conn = sqlite3.connect(db)
-    conn.executescript("""
+    conn = RawSql(db)
+    conn.script("""
         INSERT INTO trees(name) VALUES ('t');
         INSERT INTO commits(tree_id, sha, subject) VALUES (1, 'abcd1234', 'old commit');
         INSERT INTO toolchains(name, version) VALUES ('gcc-12', 'v');
@@ -75,13 +77,12 @@ def _raw_build(db: Path, sym_names: list[str]) -> None:
     for i, n in enumerate(sym_names):
         conn.execute("INSERT INTO names(name) VALUES (?)", (n,))
         conn.execute("INSERT INTO symbols(object_id, name_id, size, letter) VALUES (1, ?, ?, 'T')", (i + 1, 10 + i))
-    conn.commit()
     conn.close()
 
 
-def test_migration_from_previous_version_keeps_data(tmp_path, compile_c):
+def test_migration_from_previous_version_keeps_data(store_db, compile_c):
     a, _ = _objects(compile_c)
-    db = tmp_path / "s.db"
+    db = store_db
     versions = [m.version for m in migrate_mod.available()]
     prev = versions[-2]
     old = open_store(db, upto=prev)
@@ -101,19 +102,18 @@ def test_migration_from_previous_version_keeps_data(tmp_path, compile_c):
     assert [h.commit_sha for h in new.function_history("f")] == ["abcd1234"]
 
 
-def test_migration_from_version_1_marks_builds_for_reanalysis(tmp_path):
+def test_migration_from_version_1_marks_builds_for_reanalysis(store_db):
     """Version 2 added inline facts: builds stored before it count as not analyzed."""
-    db = tmp_path / "s.db"
+    db = store_db
     s = open_store(db, upto=1)
-    conn = sqlite3.connect(db)
-    conn.executescript("""
+    conn = RawSql(db)
+    conn.script("""
         INSERT INTO trees(name) VALUES ('t');
         INSERT INTO commits(tree_id, sha) VALUES (1, 'abcd1234');
         INSERT INTO toolchains(name, version) VALUES ('gcc-12', 'v');
         INSERT INTO configs(key) VALUES ('k');
         INSERT INTO builds(commit_id, toolchain_id, config_id, target, status) VALUES (1, 1, 1, 'x.o', 'ok');
     """)
-    conn.commit()
     conn.close()
     s.close()
     s = open_store(db)
@@ -140,9 +140,9 @@ def test_migration_files_with_gaps_and_late_low_numbers(tmp_path):
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ok_part'").fetchone()[0] == 0
 
 
-def test_record_build_is_atomic(tmp_path, compile_c):
+def test_record_build_is_atomic(store_db, compile_c):
     a, b = _objects(compile_c)
-    s = open_store(tmp_path / "s.db")
+    s = open_store(store_db)
     good = s.record_build(_record(None, "a" * 40, None, a))
     bad = _record(None, "a" * 40, None, b, findings=[FindingRow("x", data={"bad": object()})])
     with pytest.raises(TypeError):
@@ -154,7 +154,7 @@ def test_record_build_is_atomic(tmp_path, compile_c):
     bad2 = _record(None, "b" * 40, "a" * 40, b, findings=[FindingRow("x", data={"bad": object()})])
     with pytest.raises(TypeError):
         s.record_build(bad2)
-    conn = sqlite3.connect(tmp_path / "s.db")
+    conn = RawSql(store_db)
     assert conn.execute("SELECT count(*) FROM commits WHERE sha = ?", ("b" * 40,)).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM builds").fetchone()[0] == 1
     assert conn.execute("SELECT count(*) FROM objects").fetchone()[0] == 1
@@ -166,20 +166,20 @@ def test_record_build_is_atomic(tmp_path, compile_c):
         {r.name for r in object_record(b, "x.o").symbols}
 
 
-def test_record_build_replaces_same_key(tmp_path, compile_c):
+def test_record_build_replaces_same_key(store_db, compile_c):
     a, b = _objects(compile_c)
-    s = open_store(tmp_path / "s.db")
+    s = open_store(store_db)
     first = s.record_build(_record(None, "a" * 40, None, a))
     second = s.record_build(_record(None, "a" * 40, None, b))
     assert first != second and s.get_build(first) is None
-    conn = sqlite3.connect(tmp_path / "s.db")
+    conn = RawSql(store_db)
     assert conn.execute("SELECT count(*) FROM symbols").fetchone()[0] == len(object_record(b, "x.o").symbols)
     assert conn.execute("SELECT count(*) FROM functions").fetchone()[0] == 1
 
 
-def test_stored_symbols_reproduce_sizediff(tmp_path, compile_c, sizediff, bloat_o_meter):
+def test_stored_symbols_reproduce_sizediff(store_db, compile_c, sizediff, bloat_o_meter):
     a, b = _objects(compile_c)
-    s = open_store(tmp_path / "s.db")
+    s = open_store(store_db)
     s.record_build(_record(None, "a" * 40, None, a))
     s.record_build(_record(None, "b" * 40, "a" * 40, b,
                            findings=[FindingRow("inline_not_inlined", "helper", "warning", "not inlined")]))
@@ -196,9 +196,9 @@ def test_stored_symbols_reproduce_sizediff(tmp_path, compile_c, sizediff, bloat_
     assert [f.kind for f in tc.findings] == ["inline_not_inlined"]
 
 
-def test_queries(tmp_path, compile_c):
+def test_queries(store_db, compile_c):
     a, b = _objects(compile_c)
-    s = open_store(tmp_path / "s.db")
+    s = open_store(store_db)
     b1 = s.record_build(_record(None, "a" * 40, None, a))
     b2 = s.record_build(_record(None, "b" * 40, "a" * 40, b))
     b3 = s.record_build(_record(None, "b" * 40, "a" * 40, b, toolchain="clang-19"))

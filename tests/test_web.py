@@ -31,16 +31,35 @@ def copy_store(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.fixture(scope="module")
-def store_path(example_store, tmp_path_factory) -> Path:
-    return copy_store(example_store[0], tmp_path_factory.mktemp("web") / "store.db")
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def store_path(request, tmp_path_factory) -> Path | str:
+    """The example series' store: an sqlite file written by ``sizewatch run``, or a PostgreSQL database
+    written by ``sizewatch run --db postgresql://...`` (conftest.example_pg_store); a copy per module."""
+    if request.param == "sqlite":
+        return copy_store(request.getfixturevalue("example_store")[0], tmp_path_factory.mktemp("web") / "store.db")
+    pg = request.getfixturevalue("pg_server")
+    return pg.database(template=request.getfixturevalue("example_pg_store")[0])
+
+
+def own_copy(request, store_path, tmp_path) -> Path | str:
+    """A copy of the example store of the same kind as ``store_path``, for a test that writes."""
+    if isinstance(store_path, Path):
+        return copy_store(request.getfixturevalue("example_store")[0], tmp_path / "store.db")
+    pg = request.getfixturevalue("pg_server")
+    return pg.database(template=request.getfixturevalue("example_pg_store")[0])
+
+
+def settings(db, tmp_path: Path, token: str | None = None):
+    """Web settings for a test store: the page cache beside an sqlite file, in tmp_path for PostgreSQL."""
+    from web.settings import WebSettings
+    return WebSettings(db, token=token, jobs_dir=tmp_path / "jobs",
+                       pages_file=None if isinstance(db, Path) else tmp_path / "store.pages")
 
 
 @pytest.fixture(scope="module")
 def app(store_path, tmp_path_factory):
     from web.app import create_app
-    from web.settings import WebSettings
-    return create_app(WebSettings(store_path, token=TOKEN, jobs_dir=tmp_path_factory.mktemp("jobs")))
+    return create_app(settings(store_path, tmp_path_factory.mktemp("jobs"), TOKEN))
 
 
 @pytest.fixture(scope="module")
@@ -296,15 +315,15 @@ def test_matrix_precomputed_rows_equal_per_request(app, store_path, shas):
         assert _matrix_pages(app, sha) == stored_pages[sha]
 
 
-def test_matrix_follows_a_new_build(example_store, tmp_path, shas):
+def test_matrix_follows_a_new_build(request, store_path, tmp_path, shas):
     """A new build of the commit (same toolchain: it replaces the old one) re-ranks its matrix in the
     build's transaction: the cached page shows the new size at once, equal to the per-request ranking."""
     from db.models import BuildRecord, ConfigInfo, ObjectRecord
     from db.store import open_store
     from web.app import create_app
     from web.settings import WebSettings
-    db = copy_store(example_store[0], tmp_path / "store.db")
-    app = create_app(WebSettings(db, token=None, jobs_dir=tmp_path / "jobs"))
+    db = own_copy(request, store_path, tmp_path)
+    app = create_app(settings(db, tmp_path))
     client = app.test_client()
     sha = shas[2]
     before = get_json(client, f"/api/matrix/{sha}?all=1&limit=10000")
@@ -335,17 +354,17 @@ def test_matrix_follows_a_new_build(example_store, tmp_path, shas):
     assert _matrix_pages(app, sha) == pages
 
 
-def test_matrix_damaged_rows(example_store, tmp_path, shas):
+def test_matrix_damaged_rows(request, store_path, tmp_path, shas):
     """A damaged stored row: the page is ranked from the builds instead (same bytes), db check names it."""
     from db.check import check_store
     from web.app import create_app
     from web.settings import WebSettings
-    db = copy_store(example_store[0], tmp_path / "store.db")
-    app = create_app(WebSettings(db, token=None, jobs_dir=tmp_path / "jobs"))
+    from pgserver import RawSql
+    db = own_copy(request, store_path, tmp_path)
+    app = create_app(settings(db, tmp_path))
     good = _matrix_pages(app, shas[2])
-    conn = sqlite3.connect(db)
+    conn = RawSql(db)
     conn.execute("UPDATE matrix_rows SET cells = '{\"gcc-12\": [1, ' WHERE pos = 0")
-    conn.commit()
     conn.close()
     assert _matrix_pages(app, shas[2]) == good
     res = check_store(db)
@@ -375,7 +394,7 @@ def test_actions_need_the_token(client, app, shas, store_path, tmp_path):
     # a server without a token refuses even the right one, and says it is read-only
     from web.app import create_app
     from web.settings import WebSettings
-    ro = create_app(WebSettings(store_path, token=None, jobs_dir=tmp_path)).test_client()
+    ro = create_app(settings(store_path, tmp_path)).test_client()
     r = ro.post(f"/api/commit/{sha}/rerun", headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 403 and "without a token" in r.get_json()["error"]
     assert "read-only" in ro.get(f"/commit/{sha}").get_data(as_text=True)
@@ -392,7 +411,11 @@ def test_rerun_starts_the_pipeline(client, app, shas):
     argv = job["argv"]
     assert argv[argv.index("--toolchains") + 1] == "gcc-12,clang-19"
     assert argv[argv.index("--targets") + 1] == "mm/page_alloc.o"
-    assert argv[argv.index("--db") + 1] == str(app.extensions["sizewatch.settings"].db)
+    db = app.extensions["sizewatch.settings"].db
+    if isinstance(db, Path):
+        assert argv[argv.index("--db") + 1] == str(db)
+    else:                       # a PostgreSQL URL goes to the job in $SIZEWATCH_DB: no password in an argv
+        assert "--db" not in argv and db not in " ".join(argv)
     assert f"{shas[1]}..{sha}" in job["argv"]
     deadline = time.monotonic() + 600
     while True:

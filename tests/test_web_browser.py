@@ -22,11 +22,17 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars")
 
 
-@pytest.fixture(scope="module")
-def server(example_store, tmp_path_factory):
-    """A real ``sizewatch serve --port 0`` on 127.0.0.1; yields its base URL."""
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory):
+    """A real ``sizewatch serve --port 0`` on 127.0.0.1 on the example store (an sqlite file, or the
+    PostgreSQL database ``sizewatch run --db postgresql://`` wrote); yields its base URL."""
     from test_web import copy_store
-    db = copy_store(example_store[0], tmp_path_factory.mktemp("browser") / "store.db")
+    if request.param == "sqlite":
+        db = copy_store(request.getfixturevalue("example_store")[0],
+                        tmp_path_factory.mktemp("browser") / "store.db")
+    else:
+        db = request.getfixturevalue("pg_server").database(
+            template=request.getfixturevalue("example_pg_store")[0])
     proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", str(db), "--host", "127.0.0.1", "--port", "0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -41,6 +47,9 @@ def server(example_store, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if isinstance(db, str):             # the server's page cache of a PostgreSQL store
+            from web.settings import WebSettings
+            WebSettings(db).page_cache.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")

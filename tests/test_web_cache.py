@@ -35,11 +35,12 @@ def _record(sha: str, parent: str | None, obj: Path, toolchain: str = "gcc-12") 
 
 
 @pytest.fixture
-def small_store(tmp_path, compile_c) -> Path:
-    """Three commits under gcc-12, b compared with a, a series of b and c."""
+def small_store(store_db, compile_c):
+    """Three commits under gcc-12, b compared with a, a series of b and c; in an sqlite file or in
+    PostgreSQL (store_db: every test here runs on both)."""
     a = compile_c("gcc-12", FIXTURES / "symbols.c", name="cache-a.o")
     b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="cache-b.o")
-    db = tmp_path / "s.db"
+    db = store_db
     with open_store(db) as s:
         ba = s.record_build(_record(A, None, a))
         bb = s.record_build(_record(B, A, b))
@@ -47,14 +48,23 @@ def small_store(tmp_path, compile_c) -> Path:
         s.record_comparison(bb, ba, [])
         s.record_series(Series("t", "<cover@x>", "[PATCH 0/2] s", base_sha=A,
                                patches=[SeriesPatch(1, "p1", commit_sha=B), SeriesPatch(2, "p2", commit_sha=C)]))
-    return db
+    yield db
+    if isinstance(db, str):                 # the servers' page cache of a PostgreSQL store (under the cache dir)
+        from web.settings import WebSettings
+        cache = WebSettings(db).page_cache
+        for p in (cache, cache.with_name(cache.name + "-wal"), cache.with_name(cache.name + "-shm")):
+            p.unlink(missing_ok=True)
 
 
 @pytest.fixture
 def app_for(tmp_path):
     from web.app import create_app
     from web.settings import WebSettings
-    return lambda db, **kw: create_app(WebSettings(db, jobs_dir=tmp_path / "jobs", **kw))
+    def app(db, **kw):
+        if isinstance(db, str):             # PostgreSQL: the page cache in the test's directory
+            kw.setdefault("pages_file", tmp_path / "store.pages")
+        return create_app(WebSettings(db, jobs_dir=tmp_path / "jobs", **kw))
+    return app
 
 
 def test_counters_move_with_the_rows_under_each_page(small_store, compile_c):
@@ -73,15 +83,16 @@ def test_counters_move_with_the_rows_under_each_page(small_store, compile_c):
         assert {k for k in pages if after[k] != again[k]} == {"index", "b", "c", "series"}
 
 
-def test_counters_and_migrations(small_store):
+def test_counters_and_migrations(small_store, tmp_path):
     from db import migrate
-    conn = sqlite3.connect(small_store, isolation_level=None)
+    from pgserver import RawSql
+    conn = RawSql(small_store).conn
     n = conn.execute("SELECT n FROM change_counters WHERE scope = 'schema'").fetchone()[0]
-    d = small_store.parent / "mig"
+    d = tmp_path / "mig"
     d.mkdir()
-    for m in migrate.available():
-        (d / m.path.name).write_text(m.path.read_text())
-    (d / "0999_more.sql").write_text("CREATE TABLE more (x);\n")
+    for m in migrate.MIGRATIONS_DIR.glob("*.sql"):              # with the PostgreSQL twins
+        (d / m.name).write_text(m.read_text())
+    (d / "0999_more.sql").write_text("CREATE TABLE more (x INTEGER);\n")
     assert migrate.migrate(conn, directory=d) == [999]
     assert conn.execute("SELECT n FROM change_counters WHERE scope = 'schema'").fetchone()[0] == n + 1
     # a commit row re-recorded unchanged bumps nothing; a changed subject bumps its commit
@@ -90,6 +101,7 @@ def test_counters_and_migrations(small_store):
     assert conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0] == c
     conn.execute("UPDATE commits SET subject = 'new' WHERE sha = ?", (A,))
     assert conn.execute("SELECT n FROM change_counters WHERE scope = 'store'").fetchone()[0] == c + 1
+    conn.close()
 
 
 def test_etag_304_and_fresh_after_a_write(small_store, app_for, compile_c):
@@ -253,23 +265,30 @@ def test_serve_reports_a_busy_port_in_one_line(small_store):
 
 
 @pytest.mark.kernel
-def test_page_is_new_right_after_sizewatch_run(example_store, tmp_path):
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_page_is_new_right_after_sizewatch_run(request, kind, tmp_path):
     """The issue's case: readers hold a patch page (and its series) from two server processes; a
     ``sizewatch run`` stores a new build for that commit; the next read from either process is the
     new page (new ETag, the new toolchain's table), never the cached one."""
     from conftest import EXAMPLE_MBOX, EXAMPLE_TOOLCHAINS
-    db = tmp_path / "store.db"
-    src, dst = sqlite3.connect(example_store[0]), sqlite3.connect(db)
-    src.backup(dst)
-    src.close()
+    from pgserver import RawSql
+    if kind == "sqlite":
+        db = tmp_path / "store.db"
+        src, dst = sqlite3.connect(request.getfixturevalue("example_store")[0]), sqlite3.connect(db)
+        src.backup(dst)
+        src.close()
+        dst.close()
+    else:                                   # the example store written by sizewatch run --db postgresql://
+        db = request.getfixturevalue("pg_server").database(template=request.getfixturevalue("example_pg_store")[0])
     with open_store(db) as s:
         (ser,) = s.list_series()
         head = ser.patches[-1].commit_sha
     # the head patch without its clang-19 build, as when the run had not got to it yet
-    dst.execute("PRAGMA foreign_keys = ON")
+    dst = RawSql(db)
+    if kind == "sqlite":
+        dst.execute("PRAGMA foreign_keys = ON")
     dst.execute("DELETE FROM builds WHERE commit_id = (SELECT id FROM commits WHERE sha = ?) AND toolchain_id = "
                 "(SELECT id FROM toolchains WHERE name = 'clang-19')", (head,))
-    dst.commit()
     dst.close()
     servers = [start_server(db), start_server(db)]
     try:
@@ -292,6 +311,9 @@ def test_page_is_new_right_after_sizewatch_run(example_store, tmp_path):
         assert got["toolchains"][1]["status"] == "ok"
     finally:
         errs = [stop(p) for p, _ in servers]
+        if kind == "postgresql":
+            from web.settings import WebSettings
+            WebSettings(db).page_cache.unlink(missing_ok=True)
     assert not any("Traceback" in e for e in errs), errs
 
 

@@ -6,6 +6,7 @@ not hold the server's threads, and it keeps going if the server is restarted.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -51,8 +52,9 @@ class Jobs:
         self._jobs: dict[int, Job] = {}
         self._lock = threading.Lock()
 
-    def start(self, key: str, argv: list[str]) -> tuple[Job, bool]:
-        """Start ``argv`` unless a job for ``key`` is still running; returns (job, started)."""
+    def start(self, key: str, argv: list[str], env: dict[str, str] | None = None) -> tuple[Job, bool]:
+        """Start ``argv`` (with ``env`` added to the server's environment) unless a job for ``key`` is
+        still running; returns (job, started)."""
         with self._lock:
             for job in self._jobs.values():
                 if job.key == key and job.state == "running":
@@ -65,7 +67,7 @@ class Jobs:
                 out.write(("$ " + " ".join(argv) + "\n").encode())
                 out.flush()
                 job._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                                             start_new_session=True, env={**os.environ, **env} if env else None)
             self._jobs[jid] = job
         threading.Thread(target=self._reap, args=(job,), daemon=True, name=f"sizewatch-job-{jid}").start()
         return job, True

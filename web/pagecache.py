@@ -51,13 +51,15 @@ class PageCache:
             return None
         conn = None
         try:
+            # (a PostgreSQL store's cache lives in a directory of its own under the cache dir: web.settings)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             # writes here are single short rows: waiting for the lock beats rendering a page twice
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=LOCK_SECONDS)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = OFF")          # a cache: a lost page is rendered again
             conn.execute(SCHEMA)
             conn.execute(CLAIMS)
-        except sqlite3.Error as e:
+        except (sqlite3.Error, OSError) as e:
             if conn is not None:
                 conn.close()
             if "locked" in str(e) or "busy" in str(e):       # another process creating it: try next time

@@ -13,6 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
+from db.dialect import is_url, redact
 from db.errors import StoreError
 from db.store import default_path, open_store
 from web.settings import WebSettings, read_token
@@ -21,14 +22,20 @@ from web.settings import WebSettings, read_token
 def settings_for(db: str | None, token: str | None, token_file: str | None,
                  page_cache_mb: int = 256, bot_config: str | None = None) -> WebSettings:
     """What ``sizewatch serve`` was given, checked: the store must exist (serving never creates one)."""
-    path = Path(db) if db else default_path()
-    if not path.is_file():
-        raise StoreError(f"{path}: no store there yet (sizewatch run creates it)")
+    where = db if db else default_path()
+    if is_url(str(where)):
+        open_store(str(where), read_only=True).close()    # a missing or foreign database: one line, now
+        path: Path | str = str(where)
+    else:
+        path = Path(where)
+        if not path.is_file():
+            raise StoreError(f"{path}: no store there yet (sizewatch run creates it)")
+        path = path.resolve()
     try:
         if bot_config:
             from ci.bot.policy import load_policy
             load_policy(Path(bot_config))                # a bad config fails at start, not per request
-        return WebSettings(path.resolve(), read_token(token, token_file), pages_bytes=page_cache_mb << 20,
+        return WebSettings(path, read_token(token, token_file), pages_bytes=page_cache_mb << 20,
                            bot_config=Path(bot_config).resolve() if bot_config else None)
     except ValueError as e:
         raise StoreError(str(e)) from None
@@ -65,7 +72,7 @@ def serve(settings: WebSettings, host: str, port: int, threads: int, workers: in
     sock = _listen(host, port)
     workers = workers or default_workers()
     shown = f"[{host}]" if ":" in host else host
-    banner = (f"sizewatch: serving {settings.db} on http://{shown}:{sock.getsockname()[1]}/ "
+    banner = (f"sizewatch: serving {redact(str(settings.db))} on http://{shown}:{sock.getsockname()[1]}/ "
               f"({workers} worker processes x {threads} threads; "
               f"{'actions need the token' if settings.token else 'read-only: no token'})")
 

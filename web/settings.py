@@ -31,7 +31,7 @@ def read_token(token: str | None, token_file: str | os.PathLike | None) -> str |
 
 @dataclass(frozen=True)
 class WebSettings:
-    db: Path
+    db: Path | str                                  # an sqlite file, or a postgresql:// URL
     token: str | None = None                        # None: read-only, every action answers 403
     jobs_dir: Path | None = None                    # re-run logs (default: <db>.jobs beside the store)
     command: list[str] = field(default_factory=sizewatch_command)
@@ -40,9 +40,26 @@ class WebSettings:
     pages_bytes: int = 256 << 20                    # its bound; 0: no page cache (ETags and 304s still)
 
     @property
+    def is_url(self) -> bool:
+        from db.dialect import is_url
+        return is_url(self.db)
+
+    def _beside(self, suffix: str) -> Path:
+        """``<db><suffix>`` beside an sqlite store, under the cache dir for a PostgreSQL one (db.store.beside)."""
+        from db.store import beside
+        return beside(self.db, suffix)
+
+    @property
     def job_logs(self) -> Path:
-        return self.jobs_dir or self.db.with_name(self.db.name + ".jobs")
+        return self.jobs_dir or self._beside(".jobs")
 
     @property
     def page_cache(self) -> Path:
-        return self.pages_file or self.db.with_name(self.db.name + ".pages")
+        return self.pages_file or self._beside(".pages")
+
+    def db_args(self) -> tuple[list[str], dict[str, str]]:
+        """How a command started for this server names its store: ``--db PATH``, or for a PostgreSQL
+        store ``$SIZEWATCH_DB`` (a password in an argv would show in ps and on the job page)."""
+        if self.is_url:
+            return [], {"SIZEWATCH_DB": str(self.db)}
+        return ["--db", str(self.db)], {}

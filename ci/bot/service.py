@@ -51,7 +51,7 @@ from ci.bot.reply import (Outgoing, TestContext, compose, findings_body, incompl
                       stable_message_id)
 from ci.reports.model import SeriesReport, series_report
 from db.botstore import FINAL_STATES, BotMail, BotMessage, BotSeries
-from db.store import Store
+from db.store import Store, beside
 from toolchains.errors import BuildError
 from toolchains.git import resolve
 from toolchains.source import open_tree
@@ -132,8 +132,8 @@ class Bot:
         self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
         self.versions = {tc: builder.toolchain_info(tc)[1] for tc in policy.toolchains}
-        where = getattr(store, "path", None)
-        self.series_dir = (Path(where).with_name(Path(where).name + "-series") if where
+        where = getattr(store, "url", None) or getattr(store, "path", None)
+        self.series_dir = (beside(where, "-series") if where
                            else Path.home() / ".cache" / "sizewatch" / "bot-series")
 
     # --- 1 and 5: sending ------------------------------------------------------------------------
@@ -512,6 +512,12 @@ def instance_lock(store: Store) -> Iterator[None]:
     where = getattr(store, "path", None)
     if where is None:
         yield
+        return
+    if hasattr(store, "exclusive"):             # PostgreSQL: bots on other machines too (db.store.PgStore)
+        with store.exclusive("bot") as got:
+            if not got:
+                raise InputError(f"another sizewatch bot is running on {where}")
+            yield
         return
     path = Path(f"{where}.bot.lock")
     with open(path, "a") as f:

@@ -52,7 +52,7 @@ def _rerun_args(store: Store, commit: Commit) -> list[str]:
     tree = store.tree_path(commit.tree) or commit.tree.removeprefix("linux-")
     rng = f"{commit.parent_sha}..{commit.sha}" if commit.parent_sha else commit.sha
     return ["run", rng, "--tree", tree, "--toolchains", ",".join(tcs), "--targets", ",".join(targets),
-            "--db", str(context.settings().db)]
+            *context.settings().db_args()[0]]
 
 
 def start_rerun(rev: str) -> tuple[Job, bool]:
@@ -60,7 +60,7 @@ def start_rerun(rev: str) -> tuple[Job, bool]:
     store = context.store()
     commit = find_commit(store, rev)
     argv = [*context.settings().command, *_rerun_args(store, commit)]
-    return context.jobs().start(commit.sha, argv)
+    return context.jobs().start(commit.sha, argv, context.settings().db_args()[1])
 
 
 def _started(job: Job, started: bool):
@@ -111,13 +111,13 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
     rng = f"{first.sha}..{last.sha}"
     return (f"bisect {name} {rng} {tc} {' '.join(flag)} {target}",
             ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target,
-             "--db", str(context.settings().db)])
+             *context.settings().db_args()[0]])
 
 
 def start_bisect(name: str) -> tuple[Job, bool]:
     check_token()
     key, args = _bisect_args(context.store(), name)
-    return context.jobs().start(key, [*context.settings().command, *args])
+    return context.jobs().start(key, [*context.settings().command, *args], context.settings().db_args()[1])
 
 
 @bp.post("/function/<name>/bisect")
