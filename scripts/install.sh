@@ -19,6 +19,8 @@ APT_PACKAGES=(
   chromium chromium-driver wrk
   # the bot's list input: public-inbox v2 inboxes (its tests make real ones with public-inbox-init/-mda)
   public-inbox
+  # the deployment mode's queue: build workers on RQ over Redis (its tests start their own redis-server)
+  redis-server
 )
 # the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is present
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
