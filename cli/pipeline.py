@@ -70,10 +70,8 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             failed = getattr(report, "series", None)
             if failed is not None and failed.status != "applied":
                 raise InputError(failed.error or "the series did not apply")
-            if stats.parked:
+            if stats.parked:                       # each was printed when it was parked
                 from ci.queue.names import QueueError
-                for line in stats.parked:
-                    click.echo(f"sizewatch: {line}", err=True)
                 raise QueueError(f"{len(stats.parked)} build job(s) parked: the report lacks their builds "
                                  "(sizewatch queue status)")
 

@@ -69,7 +69,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
                       errors=errors, objects=objects, findings=findings,
                       analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
                       tree_path=str(tree.path))
-    return store.record_build(rec)
+    return store.record_build(rec, replace=False)     # a result another worker stored first is kept
 
 
 def _done(have, wanted_analysis: int) -> bool:

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from redis.exceptions import ConnectionError as RedisConnectionError, RedisError, TimeoutError as RedisTimeoutError
+
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
 from ci.queue.jobs import store_key
@@ -58,112 +60,150 @@ class QueuedBuilds:
     job_timeout: int = 3600
     poll: float = 0.5
     store: str | None = None          # the store workers write to (default: the coordinator's own)
+    redis_wait: float = 300.0         # Redis unreachable this long while waiting: give up
+
+    def __post_init__(self) -> None:
+        connect(self.redis_url)       # a bad URL or an unreachable Redis fails before any work
 
     def __call__(self, store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
                  config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
                  mcpu: str = DEFAULT_MCPU) -> RunStats:
-        from rq import Queue, Retry
-        from rq.exceptions import NoSuchJobError
-        from rq.job import Job
-        from rq.registry import StartedJobRegistry
-        from rq.worker import Worker
-        from toolchains.build import toolchain_info
-
-        conn = connect(self.redis_url)
-        target_store = self.store or store_url(store)
         stats = RunStats()
         jobs = plan_jobs(store, plan, toolchains, targets, config, mcpu, stats)
-        versions = {tc: toolchain_info(tc)[1] for tc in toolchains}
-        queues = {tc: Queue(queue_name(tc), connection=conn) for tc in toolchains}
-        pending: dict[str, BuildJob] = {}
-        had: dict[str, set[str]] = {}        # targets stored before (re-analysis) per job
-        for job in jobs:
-            jid = job_id(job, versions[job.toolchain])
-            pending[jid] = job
-            had[jid] = {t for t in job.targets if store.find_build(job.tree, job.commit.sha, job.toolchain,
-                                                                   job.config_key, t, versions[job.toolchain])}
-
-        def enqueue(jid: str, job: BuildJob) -> None:
-            queues[job.toolchain].enqueue_call(
-                "ci.queue.jobs.execute", args=(job, target_store, versions[job.toolchain]), job_id=jid,
-                timeout=self.job_timeout, result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL,
-                description=describe(job), retry=Retry(max=self.attempts - 1) if self.attempts > 1 else None)
-
-        def status(jid: str):
-            try:
-                return Job.fetch(jid, connection=conn).get_status(refresh=False)
-            except NoSuchJobError:
-                return None
-
-        def park(jid: str, job: BuildJob, why: str) -> None:
-            line = f"{describe(job)}: parked after {self.attempts} attempt(s): {why} (job {jid})"
-            stats.parked.append(line)
-            stats.lines.append(line)
-            progress(line)
-            del pending[jid]
-
+        if not jobs:
+            return stats
+        run = _Run(self, store, jobs, stats, progress)
         try:
-            for jid, job in list(pending.items()):
-                st = status(jid)
-                if st == "failed":
-                    park(jid, job, last_error(Job.fetch(jid, connection=conn)))
-                elif st not in ACTIVE:
-                    enqueue(jid, job)
-            if pending:
-                progress(f"queue: {len(pending)} job(s) on {self.redis_url} ({', '.join(sorted({queue_name(j.toolchain) for j in pending.values()}))})")
-            idle_note = 0.0
-            while pending:
-                for q in {queues[j.toolchain].name: queues[j.toolchain] for j in pending.values()}.values():
-                    StartedJobRegistry(queue=q).cleanup()      # abandoned jobs: retried or failed
-                for jid, job in list(pending.items()):
-                    if not missing_targets(store, job, versions[job.toolchain]):
-                        del pending[jid]
-                        line = self._done(store, job, versions[job.toolchain], had[jid], stats)
-                        stats.lines.append(line)
-                        progress(line)
-                        continue
-                    st = status(jid)
-                    if st is None:
-                        progress(f"{describe(job)}: the queue lost this job (Redis restarted or emptied): enqueued again")
-                        enqueue(jid, job)
-                    elif st == "failed":
-                        park(jid, job, last_error(Job.fetch(jid, connection=conn)))
-                    elif st in ("finished", "canceled", "stopped"):
-                        # ended without the store holding it (written under another key): run again
-                        if missing_targets(store, job, versions[job.toolchain]):
-                            progress(f"{describe(job)}: ended ({st}) without a stored result: enqueued again")
-                            enqueue(jid, job)
-                now = time.monotonic()
-                if pending and now - idle_note > 60:
-                    idle_note = now
-                    for tc in sorted({j.toolchain for j in pending.values()}):
-                        if not Worker.all(queue=queues[tc]):
-                            progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
-                                     f"--toolchains {tc} --redis URL --db STORE); waiting")
-                if pending:
-                    time.sleep(self.poll)
-        except QueueError:
-            raise
-        except Exception as e:
-            from redis.exceptions import RedisError
-            if isinstance(e, RedisError):
-                raise QueueError(f"{self.redis_url}: {e}") from None
-            raise
+            run.wait()
+        except RedisError as e:
+            raise QueueError(f"{self.redis_url}: {e}") from None
         return stats
 
-    @staticmethod
-    def _done(store: Store, job: BuildJob, version: str, had: set[str], stats: RunStats) -> str:
-        """Count a job the store now holds and give its progress line (as the in-process run prints it)."""
-        builds = [store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version)
+
+class _Run:
+    """One coordinator's jobs, from enqueueing to each one stored or parked."""
+
+    def __init__(self, cfg: QueuedBuilds, store: Store, jobs: list[BuildJob], stats: RunStats,
+                 progress: Callable[[str], None]):
+        from rq import Queue
+        from toolchains.build import toolchain_info
+        self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
+        self.conn = connect(cfg.redis_url)
+        self.target_store = cfg.store or store_url(store)
+        self.versions = {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
+        self.queues = {tc: Queue(queue_name(tc), connection=self.conn) for tc in self.versions}
+        self.pending = {job_id(j, self.versions[j.toolchain]): j for j in jobs}
+        self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
+                                                                   self.versions[j.toolchain])}
+                    for jid, j in self.pending.items()}          # stored before: re-analysis
+        self.again = dict.fromkeys(self.pending, 0)              # times enqueued again
+
+    def enqueue(self, jid: str, job: BuildJob) -> None:
+        from rq import Retry
+        self.queues[job.toolchain].enqueue_call(
+            "ci.queue.jobs.execute", args=(job, self.target_store, self.versions[job.toolchain]), job_id=jid,
+            timeout=self.cfg.job_timeout, result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
+            retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
+
+    def job(self, jid: str):
+        from rq.exceptions import NoSuchJobError
+        from rq.job import Job
+        try:
+            return Job.fetch(jid, connection=self.conn)
+        except NoSuchJobError:
+            return None
+
+    def park(self, jid: str, why: str) -> None:
+        job = self.pending.pop(jid)
+        line = f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: parked after {self.cfg.attempts} attempt(s): {why} (job {jid})"
+        self.stats.parked.append(line)
+        self.stats.lines.append(line)
+        self.progress(line)
+
+    def requeue(self, jid: str, why: str) -> None:
+        """Enqueue a job again that the queue lost or that ended unstored; bounded like its attempts."""
+        self.again[jid] += 1
+        if self.again[jid] > 5 * self.cfg.attempts:
+            self.park(jid, f"{why} {self.again[jid] - 1} times")
+            return
+        self.progress(f"{describe(self.pending[jid])}: {why}: enqueued again")
+        self.enqueue(jid, self.pending[jid])
+
+    def stored(self, jid: str) -> bool:
+        job = self.pending[jid]
+        return not missing_targets(self.store, job, self.versions[job.toolchain])
+
+    def wait(self) -> None:
+        for jid, job in list(self.pending.items()):
+            rq_job = self.job(jid)
+            status = rq_job.get_status(refresh=False) if rq_job is not None else None
+            if status == "failed":
+                self.park(jid, last_error(rq_job))
+            elif status not in ACTIVE:
+                self.enqueue(jid, job)
+        if self.pending:
+            self.progress(f"queue: {len(self.pending)} job(s) on {self.cfg.redis_url} "
+                          f"({', '.join(sorted({queue_name(j.toolchain) for j in self.pending.values()}))})")
+        idle_note, down_since = time.monotonic(), None
+        while self.pending:
+            try:
+                self.step()
+                down_since = None
+            except (RedisConnectionError, RedisTimeoutError) as e:
+                if down_since is None:
+                    down_since = time.monotonic()
+                    self.progress(f"queue: Redis unreachable ({e}); waiting for it (the store keeps what is done)")
+                elif time.monotonic() - down_since > self.cfg.redis_wait:
+                    raise QueueError(f"{self.cfg.redis_url}: unreachable for {self.cfg.redis_wait:.0f} s: {e}") from None
+                time.sleep(max(self.cfg.poll, 1.0))
+                continue
+            if self.pending and time.monotonic() - idle_note > 30:
+                idle_note = time.monotonic()
+                self.note_idle()
+            if self.pending:
+                time.sleep(self.cfg.poll)
+
+    def step(self) -> None:
+        """One poll: RQ's abandoned-job clean-up, then each pending job against the store, then the queue."""
+        from rq.registry import StartedJobRegistry
+        for tc in {j.toolchain for j in self.pending.values()}:
+            StartedJobRegistry(queue=self.queues[tc]).cleanup()     # abandoned jobs: retried or failed
+        for jid in list(self.pending):
+            if self.stored(jid):
+                self.finish(jid)
+                continue
+            rq_job = self.job(jid)
+            status = rq_job.get_status(refresh=False) if rq_job is not None else None
+            if status is None:
+                self.requeue(jid, "the queue lost this job (Redis restarted or emptied)")
+            elif status == "failed":
+                self.park(jid, last_error(rq_job))
+            elif status not in ACTIVE and not self.stored(jid):      # stored meanwhile: done next poll
+                self.requeue(jid, f"ended ({status}) without a stored result")
+
+    def note_idle(self) -> None:
+        from rq.worker import Worker
+        for tc in sorted({j.toolchain for j in self.pending.values()}):
+            if not Worker.all(queue=self.queues[tc]):
+                self.progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
+                              f"--toolchains {tc} --redis URL --db STORE); waiting")
+
+    def finish(self, jid: str) -> None:
+        """Count a job the store now holds and print its line (as the in-process run prints it)."""
+        job = self.pending.pop(jid)
+        version = self.versions[job.toolchain]
+        builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version)
                   for t in job.targets]
         for t, b in zip(job.targets, builds):
-            if t in had:
-                stats.reanalyzed += 1
+            if t in self.had[jid]:
+                self.stats.reanalyzed += 1
             else:
-                stats.built += 1
+                self.stats.built += 1
             if b is not None and b.status != "ok":
-                stats.failed += 1
-        first = builds[0]
+                self.stats.failed += 1
+        first = next(b for b in builds if b is not None)
         errors = next((b.errors for b in builds if b is not None and b.errors), [])
-        return (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {first.status} "
+        line = (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {first.status} "
                 f"({first.method}, {first.seconds:.1f} s)" + (f": {errors[0]}" if errors else ""))
+        self.stats.lines.append(line)
+        self.progress(line)

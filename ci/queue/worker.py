@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ci.queue.jobs import WorkerSettings, open_existing, store_key
+from ci.queue.jobs import WorkerSettings, open_existing
 from ci.queue.names import QueueError, connect, queue_name
 
 
@@ -48,7 +48,7 @@ def run_worker(toolchains: list[str], redis_url: str, store: str, heartbeat: int
         toolchain_info(tc)                 # unknown or not installed here: refused before listening
     with open_existing(store):             # the store must be there and usable now
         pass
-    WorkerSettings.store = store_key(store)
+    WorkerSettings.store = store           # as given: opened by that name for each job
     WorkerSettings.store_retries, WorkerSettings.store_retry_delay = store_retries, store_retry_delay
     conn = connect(redis_url)
     from rq import Queue
