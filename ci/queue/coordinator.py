@@ -61,6 +61,7 @@ class QueuedBuilds:
     poll: float = 0.5
     store: str | None = None          # the store workers write to (default: the coordinator's own)
     redis_wait: float = 300.0         # Redis unreachable this long while waiting: give up
+    function: str = "ci.queue.jobs.execute"   # what workers run (bench/queue_bench.py: a synthetic job)
 
     def __post_init__(self) -> None:
         connect(self.redis_url)       # a bad URL or an unreachable Redis fails before any work
@@ -72,7 +73,7 @@ class QueuedBuilds:
         jobs = plan_jobs(store, plan, toolchains, targets, config, mcpu, stats)
         if not jobs:
             return stats
-        run = _Run(self, store, jobs, stats, progress)
+        run = Run(self, store, jobs, stats, progress)
         try:
             run.wait()
         except RedisError as e:
@@ -80,17 +81,17 @@ class QueuedBuilds:
         return stats
 
 
-class _Run:
+class Run:
     """One coordinator's jobs, from enqueueing to each one stored or parked."""
 
     def __init__(self, cfg: QueuedBuilds, store: Store, jobs: list[BuildJob], stats: RunStats,
-                 progress: Callable[[str], None]):
+                 progress: Callable[[str], None], versions: dict[str, str] | None = None):
         from rq import Queue
         from toolchains.build import toolchain_info
         self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
         self.conn = connect(cfg.redis_url)
         self.target_store = cfg.store or store_url(store)
-        self.versions = {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
+        self.versions = versions or {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
         self.queues = {tc: Queue(queue_name(tc), connection=self.conn) for tc in self.versions}
         self.pending = {job_id(j, self.versions[j.toolchain]): j for j in jobs}
         self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
@@ -101,7 +102,7 @@ class _Run:
     def enqueue(self, jid: str, job: BuildJob) -> None:
         from rq import Retry
         self.queues[job.toolchain].enqueue_call(
-            "ci.queue.jobs.execute", args=(job, self.target_store, self.versions[job.toolchain]), job_id=jid,
+            self.cfg.function, args=(job, self.target_store, self.versions[job.toolchain]), job_id=jid,
             timeout=self.cfg.job_timeout, result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
             retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
 
