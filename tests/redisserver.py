@@ -17,14 +17,22 @@ def free_port() -> int:
 
 class RedisServer:
     def __init__(self, workdir: Path):
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server missing: scripts/install.sh installs it")
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.log = self.dir / "redis.log"
+        self.start()
+
+    def restart(self) -> None:
+        """Stopped and started again on the same port, empty (no persistence): a Redis restart."""
+        self.stop()
+        self.start()
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server missing: scripts/install.sh installs it")
         self.proc = subprocess.Popen([exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
                                       "--save", "", "--appendonly", "no", "--daemonize", "no",
                                       "--logfile", str(self.log)], stdout=subprocess.DEVNULL,

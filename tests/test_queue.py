@@ -271,6 +271,25 @@ def test_redis_emptied_mid_run_store_lacks_are_enqueued_again(fake, redis, tmp_p
         workers.stop()
 
 
+def test_redis_restarted_empty_the_coordinator_waits_and_enqueues_again(fake, redis, tmp_path):
+    tree, c, env, db = fake
+    workers = Workers(tmp_path, redis, db, env)
+    try:
+        run = coordinator(fake_range(tree, c, "one"), db, redis, tmp_path, env)
+        wait_for(lambda: sum(q["queued"] for q in status(redis)["queues"]) == 4, what="4 jobs queued")
+        redis.stop()
+        wait_for(lambda: "Redis unreachable" in (tmp_path / "run.err").read_text(), what="the coordinator noticing")
+        redis.start()                             # the same port, nothing in it
+        workers.start(1)
+        rc, out, err = finished(run, tmp_path)
+        assert rc == 0, err
+        assert err.count("the queue lost this job (Redis restarted or emptied): enqueued again") == 4
+        keys = build_keys(db)
+        assert len(keys) == len(set(keys)) == 4
+    finally:
+        workers.stop()
+
+
 def test_duplicate_delivery_gives_one_result(fake, redis, tmp_path):
     tree, c, env, db = fake
     workers = Workers(tmp_path, redis, db, env)
@@ -380,3 +399,32 @@ def test_bad_queue_input_is_one_line(tmp_path, redis):
         assert p.returncode == 1, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and want in p.stderr, (args, p.stderr)
         assert "Traceback" not in p.stderr
+
+
+@pytest.mark.kernel
+def test_bot_hands_its_builds_to_the_workers(example_store, redis, tmp_path):
+    """``sizewatch bot --queue``: the series' builds are done by the workers and the mail the bot
+    composes is the one it composes building in-process."""
+    from botlist import bot_config
+
+    def body(text: str) -> str:           # the mails without the headers that carry times and ids
+        return "\n".join(ln for ln in text.splitlines()
+                         if not ln.startswith(("From ", "Date:", "Message-ID:", "Message-Id:")))
+
+    cfg = bot_config(tmp_path / "bot.toml")
+    db = tmp_path / "store.db"
+    make_store(db)
+    workers = Workers(tmp_path, redis, db)
+    try:
+        workers.start(2, EXAMPLE_TOOLCHAINS)
+        queued = subprocess.run([*sizewatch_cmd(), "bot", "--series", EXAMPLE_MBOX, "--config", cfg, "--dry-run",
+                                 "--queue", redis.url, "--db", db], capture_output=True, text=True, timeout=600)
+        assert queued.returncode == 0, queued.stderr
+        assert "queue: 6 job(s)" in queued.stderr
+        assert sum(w["done"] for w in status(redis)["workers"]) == 6
+    finally:
+        workers.stop()
+    local = subprocess.run([*sizewatch_cmd(), "bot", "--series", EXAMPLE_MBOX, "--config", cfg, "--dry-run",
+                            "--db", tmp_path / "local.db"], capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr
+    assert "Subject: " in queued.stdout and body(queued.stdout) == body(local.stdout)
