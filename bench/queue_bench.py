@@ -4,7 +4,9 @@
    every commit compiles: kbuild's command replayed) × T toolchains, ``mm/page_alloc.o``, run three
    ways from the same starting state (a private cache with the prepared build dirs copied and no
    object kept, an empty store): ``sizewatch run`` in-process (the anchor), then ``--queue`` with 1
-   and with 2 ``sizewatch worker`` processes. Printed: wall times, speed-up over in-process, and
+   and with 2 ``sizewatch worker`` processes holding every toolchain, and 2 holding half of them
+   each ("split": on one host workers share the per-toolchain build dirs, so two workers on one
+   toolchain take turns at its lock, as in-process builds of one toolchain do). Printed: wall times, speed-up over in-process, and
    the queue's overhead per job (with one worker the jobs run one after another: the run's wall
    time minus the jobs' own execution times (RQ's started/ended stamps), per job).
 2. Simulation: W worker processes (the real worker class and coordinator, ``ci.queue``) run
@@ -66,13 +68,16 @@ def make_range(n: int) -> tuple[Path, str, list[str]]:
 
 
 def private_cache(toolchains: list[str]) -> Path:
-    """A cache of its own: the shared source tree linked, its own worktrees (made once, by a warm-up),
-    the prepared build dirs copied in by ``reset``."""
+    """A cache of its own, kept between runs of this bench (<cache>/bench/queue-cache): the shared
+    source tree linked, its own worktrees (checked out once: no other process uses them while this
+    bench builds), the prepared build dirs copied in by ``reset``."""
     from toolchains.source import cache_dir, ensure_source
     src = ensure_source("6.1")
-    tmp = Path(tempfile.mkdtemp(prefix="sizewatch-queue-bench-", dir=cache_dir()))
-    (tmp / src.path.name).symlink_to(src.path)
-    return tmp
+    path = cache_dir() / "bench" / "queue-cache"
+    path.mkdir(parents=True, exist_ok=True)
+    if not (path / src.path.name).exists():
+        (path / src.path.name).symlink_to(src.path)
+    return path
 
 
 def reset(cache: Path, toolchains: list[str]) -> None:
@@ -91,11 +96,15 @@ def reset(cache: Path, toolchains: list[str]) -> None:
             (dst / TARGET).unlink(missing_ok=True)
 
 
-def start_workers(n: int, toolchains: list[str], redis_url: str, db: Path, env: dict, logdir: Path) -> list:
+def start_workers(n: int, toolchains: list[str], redis_url: str, db: Path, env: dict, logdir: Path,
+                  split: bool = False) -> list:
+    """N workers holding every toolchain, or with ``split`` the toolchains dealt out between them (on
+    one host they share the build dirs: two workers on one toolchain wait for each other's lock)."""
     procs = []
     for i in range(n):
         log = open(logdir / f"worker{i}.log", "w")
-        procs.append(subprocess.Popen([SW, "worker", "--toolchains", ",".join(toolchains), "--redis", redis_url,
+        mine = toolchains[i::n] if split else toolchains
+        procs.append(subprocess.Popen([SW, "worker", "--toolchains", ",".join(mine), "--redis", redis_url,
                                        "--db", str(db)], stdout=log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True))
         log.close()
@@ -156,13 +165,16 @@ def bench_real(commits: int, toolchains: list[str], workdir: Path) -> list[float
             sys.exit(f"bench: warm-up failed: {warm.stderr[-500:]}")
         results: dict[str, tuple[float, str]] = {}
         exec_times: list[float] = []
-        for mode, n in (("in-process", 0), ("queue, 1 worker", 1), ("queue, 2 workers", 2)):
+        modes = [("in-process", 0, False), ("queue, 1 worker", 1, False), ("queue, 2 workers", 2, False)]
+        if len(toolchains) > 1:
+            modes.append(("queue, 2 split", 2, True))
+        for mode, n, split in modes:
             reset(cache, toolchains)
-            db = workdir / f"store-{n}.db"
+            db = workdir / f"store-{n}{'s' if split else ''}.db"
             from db.store import open_store
             open_store(db).close()
-            redis = RedisServer(workdir / f"redis-{n}") if n else None
-            procs = start_workers(n, toolchains, redis.url, db, env, workdir) if redis else []
+            redis = RedisServer(workdir / f"redis-{n}{'s' if split else ''}") if n else None
+            procs = start_workers(n, toolchains, redis.url, db, env, workdir, split) if redis else []
             try:
                 before = load()
                 t0 = time.perf_counter()
@@ -183,18 +195,18 @@ def bench_real(commits: int, toolchains: list[str], workdir: Path) -> list[float
                 stop_workers(procs)
                 if redis:
                     redis.stop()
-        same = results["in-process report"][1] == results["queue, 1 worker report"][1] == results["queue, 2 workers report"][1]
+        same = len({results[m + " report"][1] for m, _, _ in modes}) == 1
         base_wall = results["in-process"][0]
-        for mode in ("queue, 1 worker", "queue, 2 workers"):
+        for mode, _, _ in modes[1:]:
             print(f"   speed-up, {mode}: {base_wall / results[mode][0]:.2f}x over in-process")
         if exec_times:
             over = (results["queue, 1 worker"][0] - sum(exec_times)) / len(exec_times)
             print(f"   queue overhead per job (1 worker: wall - sum of {len(exec_times)} job executions, per job): "
                   f"{over * 1000:.0f} ms; job execution median {statistics.median(exec_times):.2f} s")
-        print(f"   reports identical in the three runs: {same}")
+        print(f"   reports identical in the {len(modes)} runs: {same}")
         return exec_times
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(cache / "objects", ignore_errors=True)        # the worktrees stay for the next run
 
 
 # --- part 2: simulation ------------------------------------------------------------------------

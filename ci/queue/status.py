@@ -84,7 +84,7 @@ def queue_status(redis_url: str) -> QueueStatus:
             names = [n for n in w.queue_names() if n.startswith(PREFIX)]
             if not names:
                 continue
-            out.workers.append(WorkerRow(w.name, [toolchain_of(n) or n for n in names], w.get_state(),
+            out.workers.append(WorkerRow(w.name, sorted(toolchain_of(n) or n for n in names), w.get_state(),
                                          w.get_current_job_id(), _iso(w.last_heartbeat),
                                          w.successful_job_count, w.failed_job_count))
     except RedisError as e:

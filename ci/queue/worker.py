@@ -13,7 +13,7 @@ import os
 import socket
 
 from ci.queue.jobs import WorkerSettings, open_existing
-from ci.queue.names import QueueError, connect, queue_name
+from ci.queue.names import PREFIX, QueueError, connect, queue_name
 
 
 def heartbeat_ttl(interval: int) -> int:
@@ -52,7 +52,10 @@ def run_worker(toolchains: list[str], redis_url: str, store: str, heartbeat: int
     WorkerSettings.store_retries, WorkerSettings.store_retry_delay = store_retries, store_retry_delay
     conn = connect(redis_url)
     from rq import Queue
-    queues = [Queue(queue_name(tc), connection=conn) for tc in toolchains]
+    # workers take jobs from their queues in order: each starts at another toolchain (a counter in
+    # Redis), so workers sharing one host's build dirs do not queue up behind one toolchain's lock
+    k = int(conn.incr(PREFIX + "workers-started")) % len(toolchains)
+    queues = [Queue(queue_name(tc), connection=conn) for tc in toolchains[k:] + toolchains[:k]]
     worker = _worker_class()(queues, connection=conn, job_monitoring_interval=heartbeat,
                              maintenance_interval=max(heartbeat * 2, 10),
                              name=name or f"{socket.gethostname()}.{os.getpid()}")
