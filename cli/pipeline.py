@@ -56,10 +56,10 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
         builds = pipeline.build_all
         if queue_url is not None:
-            from ci.queue.coordinator import QueuedBuilds
+            from ci.queue.coordinator import QueuedBuilds, given_store
             if attempts < 1:
                 raise InputError("--attempts must be 1 or more")
-            builds = QueuedBuilds(queue_url, attempts=attempts)
+            builds = QueuedBuilds(queue_url, attempts=attempts, store=given_store(db))
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
                                          split(targets), mcpu=cost_mcpu, thresholds=thresholds, builds=builds)

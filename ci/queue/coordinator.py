@@ -36,9 +36,17 @@ ACTIVE = ("queued", "started", "scheduled", "deferred")
 
 
 def store_url(store: Store) -> str:
-    """How workers name the coordinator's store: its URL, or its file's real path."""
+    """How workers name the coordinator's store: its URL, or its file's real path (the command line
+    gives ``QueuedBuilds.store`` the URL it opened the store with, see ``given_store``)."""
     url = getattr(store, "url", None)
     return str(url) if url else store_key(str(store.path))
+
+
+def given_store(db: str | None) -> str | None:
+    """The store URL a command was given (``--db``, else $SIZEWATCH_DB), None for a file."""
+    import os
+    url = db or os.environ.get("SIZEWATCH_DB")
+    return url if url and "://" in url else None
 
 
 def last_error(job) -> str:
