@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError, RedisError
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
 from ci.queue.jobs import store_key
-from ci.queue.names import QueueError, connect, describe, job_id, queue_name
+from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
 from db.store import Store
 from toolchains.kbuild import Config
 from toolchains.mca import DEFAULT_MCPU
@@ -85,7 +85,7 @@ class QueuedBuilds:
         try:
             run.wait()
         except RedisError as e:
-            raise QueueError(f"{self.redis_url}: {e}") from None
+            raise QueueError(f"{shown(self.redis_url)}: {e}") from None
         return stats
 
 
@@ -151,7 +151,7 @@ class Run:
             elif status not in ACTIVE:
                 self.enqueue(jid, job)
         if self.pending:
-            self.progress(f"queue: {len(self.pending)} job(s) on {self.cfg.redis_url} "
+            self.progress(f"queue: {len(self.pending)} job(s) on {shown(self.cfg.redis_url)} "
                           f"({', '.join(sorted({queue_name(j.toolchain) for j in self.pending.values()}))})")
         idle_note, down_since = time.monotonic(), None
         while self.pending:
@@ -163,7 +163,7 @@ class Run:
                     down_since = time.monotonic()
                     self.progress(f"queue: Redis unreachable ({e}); waiting for it (the store keeps what is done)")
                 elif time.monotonic() - down_since > self.cfg.redis_wait:
-                    raise QueueError(f"{self.cfg.redis_url}: unreachable for {self.cfg.redis_wait:.0f} s: {e}") from None
+                    raise QueueError(f"{shown(self.cfg.redis_url)}: unreachable for {self.cfg.redis_wait:.0f} s: {e}") from None
                 time.sleep(max(self.cfg.poll, 1.0))
                 continue
             if self.pending and time.monotonic() - idle_note > 30:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ci.pipeline.run import BuildJob, build_job, missing_targets, store_job
-from ci.queue.names import QueueError
+from ci.queue.names import QueueError, shown
 from db.errors import StoreError
 from db.store import Store, open_store
 
@@ -85,7 +85,7 @@ def execute(job: BuildJob, store: str, version: str) -> str:
     from toolchains.build import toolchain_info
     mine = WorkerSettings.store or store
     if store_key(mine) != store_key(store):
-        raise QueueError(f"this worker writes to {mine}, the job's coordinator reads {store}")
+        raise QueueError(f"this worker writes to {shown(mine)}, the job's coordinator reads {shown(store)}")
     here = toolchain_info(job.toolchain)[1]
     if here != version:
         raise QueueError(f"{job.toolchain} here is {here}, the coordinator wants {version}")

@@ -30,13 +30,19 @@ def connect(url: str) -> "Redis":
     from redis import Redis
     from redis.exceptions import RedisError
     if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise QueueError(f"{url}: not a Redis URL (redis://HOST:PORT/DB)")
+        raise QueueError(f"{shown(url)}: not a Redis URL (redis://HOST:PORT/DB)")
     try:
         conn = Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
         conn.ping()
     except (RedisError, ValueError) as e:
-        raise QueueError(f"{url}: cannot reach Redis: {e}") from None
+        raise QueueError(f"{shown(url)}: cannot reach Redis: {e}") from None
     return conn
+
+
+def shown(url: str) -> str:
+    """A URL fit to print: a password in it replaced by ***."""
+    import re
+    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
 
 
 def queue_name(toolchain: str) -> str:

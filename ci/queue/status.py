@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ci.queue.coordinator import last_error
-from ci.queue.names import PREFIX, QueueError, connect, toolchain_of
+from ci.queue.names import PREFIX, QueueError, connect, shown, toolchain_of
 
 
 @dataclass
@@ -65,7 +65,7 @@ def queue_status(redis_url: str) -> QueueStatus:
     from rq.registry import FailedJobRegistry, StartedJobRegistry
     from rq.worker import Worker
     conn = connect(redis_url)
-    out = QueueStatus(redis_url)
+    out = QueueStatus(shown(redis_url))
     try:
         queues = sorted((q for q in Queue.all(connection=conn) if q.name.startswith(PREFIX)), key=lambda q: q.name)
         for q in queues:
@@ -88,7 +88,7 @@ def queue_status(redis_url: str) -> QueueStatus:
                                          w.get_current_job_id(), _iso(w.last_heartbeat),
                                          w.successful_job_count, w.failed_job_count))
     except RedisError as e:
-        raise QueueError(f"{redis_url}: {e}") from None
+        raise QueueError(f"{shown(redis_url)}: {e}") from None
     return out
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 from ci.queue.jobs import WorkerSettings, open_existing
-from ci.queue.names import PREFIX, QueueError, connect, queue_name
+from ci.queue.names import PREFIX, QueueError, connect, queue_name, shown
 
 
 def heartbeat_ttl(interval: int) -> int:
@@ -59,5 +60,7 @@ def run_worker(toolchains: list[str], redis_url: str, store: str, heartbeat: int
     worker = _worker_class()(queues, connection=conn, job_monitoring_interval=heartbeat,
                              maintenance_interval=max(heartbeat * 2, 10),
                              name=name or f"{socket.gethostname()}.{os.getpid()}")
+    print(f"worker {worker.name}: listening on {', '.join(q.name for q in queues)} at {shown(redis_url)}, "
+          f"writing to {shown(store)}", file=sys.stderr, flush=True)
     return worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
 
