@@ -128,13 +128,25 @@ def coordinator(args: list, db: Path, redis: RedisServer, tmp: Path, env: dict |
                             env={**os.environ, **(env or {})}, start_new_session=True)
 
 
+def logs(tmp: Path) -> str:
+    """The workers' logs (their last lines), for a failing assertion's message."""
+    return "\n".join(f"--- {f.name}:\n" + f.read_text(errors="replace")[-3000:] for f in sorted(tmp.glob("worker*.log")))
+
+
 def finished(p: subprocess.Popen, tmp: Path, name: str = "run", timeout: float = 300) -> tuple[int, str, str]:
     try:
         p.wait(timeout)
     except subprocess.TimeoutExpired:
         kill_tree(p.pid)
-        raise AssertionError(f"the coordinator did not finish: {(tmp / f'{name}.err').read_text()}")
+        raise AssertionError(f"the coordinator did not finish: {(tmp / f'{name}.err').read_text()}\n{logs(tmp)}")
     return p.returncode, (tmp / f"{name}.out").read_text(), (tmp / f"{name}.err").read_text()
+
+
+def same_text(got: str, want: str) -> None:
+    if got != want:
+        import difflib
+        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "in-process", "queued", n=2))
+        raise AssertionError(f"the queued run's report differs from the in-process one:\n{diff[:4000]}")
 
 
 def build_keys(db: Path) -> list[tuple]:
@@ -231,18 +243,19 @@ def test_worker_killed_mid_build_job_runs_again_elsewhere(fake, redis, tmp_path)
         # the worker running the slow commit's job: kill it and everything it started
         running = wait_for(lambda: [j for j in status(redis)["running"] if c["slow"][:12] in j["description"]],
                            what="the slow job in the started registry")
-        victim = next(p for p in procs if running[0]["worker"].endswith(f".{p.pid}"))
+        victim = next((p for p in procs if str(running[0]["worker"]).endswith(f".{p.pid}")), None)
+        assert victim is not None, (running, [p.pid for p in procs])
         kill_tree(victim.pid)
         victim.wait()
         rc, out, err = finished(run, tmp_path)
-        assert rc == 0, err
+        assert rc == 0, err + logs(tmp_path)
         assert marks                                  # it was killed in the middle of the compile
-        assert out == in_process_report(tree, c, env, tmp_path)
+        same_text(out, in_process_report(tree, c, env, tmp_path))
         keys = build_keys(db)
         assert len(keys) == len(set(keys)) == 8       # 4 commits x 2 toolchains, one result each
         survivor = next(p for p in procs if p is not victim)
         st = status(redis)
-        assert any(w["name"].endswith(f".{survivor.pid}") and w["done"] >= 1 for w in st["workers"])
+        assert any(w["name"].endswith(f".{survivor.pid}") and w["done"] >= 1 for w in st["workers"]), st
         assert not st["parked"]
     finally:
         workers.stop()
@@ -261,12 +274,12 @@ def test_redis_emptied_mid_run_store_lacks_are_enqueued_again(fake, redis, tmp_p
         wait_for(lambda: sleeping(Path(env["SIZEWATCH_CACHE"])), what="a compile under way")
         redis.client().flushall()
         rc, out, err = finished(run, tmp_path)
-        assert rc == 0, err
+        assert rc == 0, err + logs(tmp_path)
         assert "the queue lost this job (Redis restarted or emptied): enqueued again" in err
-        assert out == in_process_report(tree, c, env, tmp_path)
+        same_text(out, in_process_report(tree, c, env, tmp_path))
         keys = build_keys(db)
         assert len(keys) == len(set(keys)) == 8
-        assert all(p.poll() is None for p in workers.procs)      # the workers lived through it
+        assert all(p.poll() is None for p in workers.procs), logs(tmp_path)      # the workers lived through it
     finally:
         workers.stop()
 
@@ -311,7 +324,7 @@ def test_duplicate_delivery_gives_one_result(fake, redis, tmp_path):
         wait_for(lambda: sum(w["done"] for w in status(redis)["workers"]) == 16, what="16 executions")
         keys = build_keys(db)
         assert len(keys) == len(set(keys)) == 8
-        assert out == in_process_report(tree, c, env, tmp_path)
+        same_text(out, in_process_report(tree, c, env, tmp_path))
     finally:
         workers.stop()
 
@@ -353,7 +366,7 @@ def test_poisoned_job_is_parked_and_reported(fake, redis, tmp_path):
         third = coordinator(fake_range(tree, c), db, redis, tmp_path, env, name="third")
         rc, out, err = finished(third, tmp_path, "third")
         assert rc == 0, err
-        assert out == in_process_report(tree, c, env, tmp_path)
+        same_text(out, in_process_report(tree, c, env, tmp_path))
         assert len(build_keys(db)) == 8
     finally:
         workers.stop()
