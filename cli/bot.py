@@ -73,11 +73,15 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
               help="print what the bot has read, the series and their states, the mails with their text, "
                    "and the policy in force (--config); reads the store only")
 @click.option("--json", "as_json", is_flag=True, help="with --status: print it as JSON")
+@click.option("--queue", "queue_url", default=None, envvar="SIZEWATCH_QUEUE", metavar="REDIS_URL",
+              help="hand the builds to workers on this Redis (sizewatch worker; default $SIZEWATCH_QUEUE)")
+@click.option("--attempts", default=3, show_default=True, metavar="N",
+              help="with --queue: a build job failing N times is parked (the series is an infrastructure failure)")
 @db_option
 def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
             config_file: Path | None, checks: Path | None, interval: str | None, status: bool, as_json: bool,
-            db: str | None) -> None:
+            queue_url: str | None, attempts: int, db: str | None) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
@@ -114,7 +118,11 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
         transport = None if policy.dry_run else _transport(policy, outbox, smtp_host, smtp_user, smtp_starttls)
         source.check()                                       # a missing maildir / mbox fails before any work
         with open_store(db) as store, instance_lock(store):
-            bot = Bot(store, policy, transport, checks_dir=checks)
+            builds = None
+            if queue_url:
+                from ci.queue.coordinator import QueuedBuilds, given_store
+                builds = QueuedBuilds(queue_url, attempts=max(attempts, 1), store=given_store(db))
+            bot = Bot(store, policy, transport, checks_dir=checks, builds=builds)
             stop = {"now": False}
 
             def _stop(signum, frame):                        # finish the current step, then leave

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bot": ("cli.bot", "bot_cmd"),
     "serve": ("cli.serve", "serve_cmd"),
     "db": ("cli.db", "db_cmd"),
+    "worker": ("cli.queue", "worker_cmd"),
+    "queue": ("cli.queue", "queue_cmd"),
 }
 
 

@@ -34,13 +34,21 @@ from toolchains.targets import DEFAULT_TARGETS
               help="its estimated cycles growing by P %% is a finding (0: never)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
+@click.option("--queue", "queue_url", default=None, metavar="REDIS_URL",
+              help="hand the builds to workers on this Redis (sizewatch worker) instead of building here")
+@click.option("--attempts", default=3, show_default=True, metavar="N",
+              help="with --queue: a job failing N times is parked and reported, not retried again")
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
-            targets: str, config_name: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int, cost_cycles_percent: float, as_json: bool,
-            as_md: bool, db: str | None) -> None:
+            targets: str, config_name: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
+            cost_cycles_percent: float, as_json: bool, as_md: bool, queue_url: str | None, attempts: int,
+            db: str | None) -> None:
     """Build and analyze COMMITS (A..B) or a --series, store the results, print the per-patch report.
 
     What the store already holds is not built again: a second run prints the same report at once.
+    With --queue the builds are enqueued (one job per commit and toolchain) and the report is
+    printed once the store holds them all; jobs parked after --attempts are listed on stderr
+    (exit status 1, the report shows their builds as missing).
     The likely-path thresholds apply to every comparison the run reports (stored pairs included);
     --cost-mcpu to the builds it makes (stored builds keep the CPU they were estimated for).
     """
@@ -61,10 +69,16 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
+        builds = pipeline.build_all
+        if queue_url is not None:
+            from ci.queue.coordinator import QueuedBuilds, given_store
+            if attempts < 1:
+                raise InputError("--attempts must be 1 or more")
+            builds = QueuedBuilds(queue_url, attempts=attempts, store=given_store(db))
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
                                          split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
-                                         keep_vmlinux=keep_vmlinux)
+                                         keep_vmlinux=keep_vmlinux, builds=builds)
             click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
@@ -72,6 +86,10 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             failed = getattr(report, "series", None)
             if failed is not None and failed.status != "applied":
                 raise InputError(failed.error or "the series did not apply")
+            if stats.parked:                       # each was printed when it was parked
+                from ci.queue.names import QueueError
+                raise QueueError(f"{len(stats.parked)} build job(s) parked: the report lacks their builds "
+                                 "(sizewatch queue status)")
 
 
 @click.command("report")

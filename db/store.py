@@ -141,8 +141,13 @@ class Store(ABC):
         """Insert or update commit metadata (no builds)."""
 
     @abstractmethod
-    def record_build(self, rec: BuildRecord) -> int:
-        """Write one build's entire result (replacing an earlier one for the same key) atomically."""
+    def record_build(self, rec: BuildRecord, replace: bool = True) -> int:
+        """Write one build's entire result (replacing an earlier one for the same key) atomically.
+
+        ``replace=False``: a build already stored for the key that is complete for this analysis
+        (failed, or analyzed at ``rec.analysis_version`` or later) is kept and its id returned, in
+        the same transaction: two workers delivering one job write one result, and comparisons
+        made from the first are not dropped by the second."""
 
     @abstractmethod
     def record_comparison(self, build_id: int, base_build_id: int, findings: list[FindingRow],
@@ -478,7 +483,7 @@ class SqliteStore(Store):
             for c in commits:
                 self._commit_id(conn, tid, c)
 
-    def record_build(self, rec: BuildRecord) -> int:
+    def record_build(self, rec: BuildRecord, replace: bool = True) -> int:
         with self._tx() as conn:
             tid = self._tree_id(conn, rec.tree, rec.tree_path)
             cid = self._commit_id(conn, tid, rec.commit)
@@ -495,6 +500,12 @@ class SqliteStore(Store):
                              (compress(cf.config_text), cf.key, cf.config_hash))
             cfid = conn.execute("SELECT id FROM configs WHERE key = ? AND config_hash = ?",
                                 (cf.key, cf.config_hash)).fetchone()[0]
+            if not replace:
+                have = conn.execute("SELECT id, status, analysis_version FROM builds WHERE commit_id = ? AND "
+                                    "toolchain_id = ? AND config_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+                                    (cid, tcid, cfid, rec.target)).fetchone()
+                if have is not None and (have[1] != "ok" or have[2] >= rec.analysis_version):
+                    return have[0]
             conn.execute("DELETE FROM builds WHERE commit_id = ? AND toolchain_id = ? AND config_id = ? AND target = ?",
                          (cid, tcid, cfid, rec.target))
             bid = conn.execute(

@@ -116,9 +116,14 @@ def ensure_worktree(tree: Path, path: Path, commit: str) -> Path:
     if not (path / ".git").exists():
         if path.exists():
             shutil.rmtree(path)
-        git(tree, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
-        git(tree, "worktree", "add", "-q", "--detach", str(path), commit)
+        # one prune/add at a time per repository: a prune removes an empty .git/worktrees while
+        # another process's add is about to create its entry there ("could not create directory")
+        gitdir = Path(tree) / ".git"
+        lock = gitdir / "sizewatch-worktree.lock" if gitdir.is_dir() else Path(tree).parent / f".{Path(tree).name}.worktree.lock"
+        with file_lock(lock):
+            git(tree, "worktree", "prune")
+            git(tree, "worktree", "add", "-q", "--detach", str(path), commit)
         return path
     if git(path, "rev-parse", "HEAD").strip() != resolve(tree, commit):
         for attempt in range(20):

@@ -59,7 +59,7 @@ def default_masks(cache: Path) -> list[Path]:
     paths = [Path("/tmp"), Path("/var/tmp"), Path("/run"), Path.home(), cache,
              Path("/etc/sizewatch")]
     db = os.environ.get("SIZEWATCH_DB")
-    if db:
+    if db and "://" not in db:                  # a store file (a database URL names no path here)
         paths.append(Path(db).expanduser().resolve().parent)
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"):
         if os.environ.get(var):

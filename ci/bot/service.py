@@ -52,7 +52,7 @@ from ci.bot.reply import (Outgoing, TestContext, compose, findings_body, incompl
 from ci.reports.model import SeriesReport, series_report
 from db.botstore import FINAL_STATES, BotMail, BotMessage, BotSeries
 from db.store import Store, beside
-from toolchains.errors import BuildError
+from toolchains.errors import BuildError, InfrastructureError
 from toolchains.git import resolve
 from toolchains.source import open_tree
 
@@ -122,8 +122,10 @@ class Bot:
 
     def __init__(self, store: Store, policy: Policy, transport: Transport | None,
                  log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-                 checks_dir: Path | None = None):
+                 checks_dir: Path | None = None, builds: Callable[..., pipeline.RunStats] | None = None):
         self.store, self.policy, self.transport, self.log = store, policy, transport, log
+        # stage 2: in this process, or through build workers (ci.queue.coordinator.QueuedBuilds)
+        self.builds = builds or pipeline.build_all
         self.dry = policy.dry_run
         self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
         for tc in policy.toolchains:
@@ -451,8 +453,10 @@ class Bot:
             return
         self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
                  f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
-        pipeline.build_all(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
-                           mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux)
+        stats = self.builds(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
+                            mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux)
+        if stats.parked:                           # the machines, not the patch: nothing mailed, tried later
+            raise InfrastructureError(f"{len(stats.parked)} build job(s) parked in the queue: {stats.parked[0]}")
         pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,
                              pol.report.cost_thresholds, progress=self.log)
         report = pipeline.report(self.store, plan, toolchains, targets)

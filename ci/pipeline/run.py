@@ -13,7 +13,7 @@ Stages, each skipping what is already stored so that a re-run (or a run after a
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -46,6 +46,7 @@ class RunStats:
     failed: int = 0
     compared: int = 0
     lines: list[str] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)   # queued jobs that failed every attempt (ci.queue)
 
 
 def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str,
@@ -88,7 +89,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
                       errors=errors, objects=objects, findings=findings,
                       analysis_version=_version(target) if path is not None else 0,
                       tree_path=str(tree.path))
-    return store.record_build(rec)
+    return store.record_build(rec, replace=False)     # a result another worker stored first is kept
 
 
 def _version(target: str) -> int:
@@ -100,48 +101,106 @@ def _done(have, wanted_analysis: int) -> bool:
     return have is not None and (have.status != "ok" or have.analysis_version >= wanted_analysis)
 
 
-def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
-              config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
-              mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP) -> RunStats:
-    """Stage 2: every (commit, toolchain, target) the store lacks, built, analyzed and stored
-    (likely-path cycles estimated for ``mcpu``; a build already stored keeps its own CPU's estimate).
-    Once a vmlinux is stored, only the ``keep_vmlinux`` newest vmlinux files of that (toolchain,
-    config) stay in the cache (the store has what reports need)."""
-    stats = RunStats()
-    key = builder.config_key(config)
-    todos: dict[tuple[str, str], list[str]] = {}
-    haves: dict[tuple[str, str], dict] = {}
-    commits = {c.sha: c for c in plan.to_build}
+@dataclass(frozen=True)
+class BuildJob:
+    """One unit of work: a commit under one toolchain and config, with the targets the store lacks.
+
+    The same job is built in-process (``build_all``) or by a queue worker (``ci.queue``): both end
+    in ``store_job``, so a queued build stores exactly what an in-process one stores."""
+    tree: str                             # the tree's name in the store (linux-6.1)
+    tree_path: str                        # the git tree the commit is in
+    commit: Commit
+    toolchain: str
+    targets: tuple[str, ...]
+    config: Config = Config()
+    mcpu: str = DEFAULT_MCPU
+    keep_vmlinux: int = DEFAULT_KEEP      # vmlinux files kept per (toolchain, config) once one is stored
+
+    @property
+    def config_key(self) -> str:
+        return builder.config_key(self.config)
+
+
+def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> list[str]:
+    """The job's targets the store lacks (or holds from an older analysis) for this compiler version."""
+    if version is None:
+        _, version = builder.toolchain_info(job.toolchain)
+    return [t for t in job.targets
+            if not _done(store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version),
+                         _version(t))]
+
+
+def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None) -> str:
+    """Analyze the built targets of ``job`` and write each (one transaction per build); a target another
+    writer stored meanwhile is left as stored (one result per key). Returns the job's progress line."""
+    stats = stats if stats is not None else RunStats()
+    tree = Tree(job.tree, Path(job.tree_path))
+    # the commit's source for the declarations, held while analyzing (this toolchain waits)
+    with builder.source_for(tree.path, job.commit.sha, job.toolchain, job.config, analysis.available()) as src:
+        done.source = src
+        for t in job.targets:
+            have = store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, done.compiler_version)
+            if _done(have, _version(t)):
+                stats.stored += 1             # a duplicate delivery or a second worker got there first
+                continue
+            _record(store, tree, job.commit, done, t, job.mcpu)
+            if have is not None:
+                stats.reanalyzed += 1
+            else:
+                stats.built += 1
+            if t not in done.objects:
+                stats.failed += 1
+    line = (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {done.status} "
+            f"({done.method}, {done.seconds:.1f} s)" + (f": {done.errors[0]}" if done.errors else ""))
+    if any(linked.is_linked_target(t) for t in job.targets):
+        # the store has what reports need: only the newest vmlinux files of (toolchain, config) stay
+        gone = builder.prune_vmlinux(tree.path, job.toolchain, job.config, job.keep_vmlinux)
+        if gone:
+            line += f"; removed {len(gone)} older vmlinux file(s) from the cache (keeping {job.keep_vmlinux})"
+    return line
+
+
+def build_job(job: BuildJob) -> builder.Built:
+    """Build the job's targets (a failed build is a result); ``store_job`` analyzes and writes it."""
+    return builder.build(Path(job.tree_path), job.commit.sha, job.toolchain, list(job.targets), job.config,
+                         options=builder.options_for(list(job.targets)))
+
+
+def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+              config: Config | None = None, mcpu: str = DEFAULT_MCPU,
+              stats: RunStats | None = None, keep_vmlinux: int = DEFAULT_KEEP) -> list[BuildJob]:
+    """Stage 2's work list: per toolchain, per commit (oldest first), the targets the store lacks."""
+    jobs = []
     for tc in toolchains:
         _, version = builder.toolchain_info(tc)
         for commit in plan.to_build:
-            have = {t: store.find_build(plan.tree.name, commit.sha, tc, key, t, version) for t in targets}
-            todo = [t for t in targets if not _done(have[t], _version(t))]
-            stats.stored += len(targets) - len(todo)
+            job = BuildJob(plan.tree.name, str(plan.tree.path), commit, tc, tuple(targets), config or Config(), mcpu,
+                           keep_vmlinux)
+            todo = missing_targets(store, job, version)
+            if stats is not None:
+                stats.stored += len(targets) - len(todo)
             if todo:
-                todos[(commit.sha, tc)], haves[(commit.sha, tc)] = todo, have
+                jobs.append(replace(job, targets=tuple(todo)))
+    return jobs
+
+
+def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+              config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
+              mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP) -> RunStats:
+    """Stage 2 in this process: every (commit, toolchain, target) the store lacks, built, analyzed and
+    stored (likely-path cycles estimated for ``mcpu``; a build already stored keeps its own CPU's
+    estimate); once a vmlinux is stored only the ``keep_vmlinux`` newest vmlinux files of that
+    (toolchain, config) stay in the cache. ``ci.queue.coordinator.QueuedBuilds`` is the same stage
+    through build workers."""
+    stats = RunStats()
+    jobs = {(j.commit.sha, j.toolchain): j
+            for j in plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux)}
+    todos = {k: list(j.targets) for k, j in jobs.items()}
     # toolchains build side by side; each build is analyzed and stored as soon as it is done
-    for (sha, tc), done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets)):
-        commit, todo, have = commits[sha], todos[(sha, tc)], haves[(sha, tc)]
-        # the commit's source for the declarations, held while analyzing (this toolchain waits)
-        with builder.source_for(plan.tree.path, commit.sha, tc, config, analysis.available()) as src:
-            done.source = src
-            for t in todo:
-                _record(store, plan.tree, commit, done, t, mcpu)
-                if have[t] is not None:
-                    stats.reanalyzed += 1
-                else:
-                    stats.built += 1
-                if t not in done.objects:
-                    stats.failed += 1
-        line = (f"{tc:9} {commit.sha[:12]} {' '.join(todo)}: {done.status} ({done.method}, {done.seconds:.1f} s)"
-                + (f": {done.errors[0]}" if done.errors else ""))
+    for key, done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets)):
+        line = store_job(store, jobs[key], done, stats)
         stats.lines.append(line)
         progress(line)
-        if any(linked.is_linked_target(t) for t in todo):
-            gone = builder.prune_vmlinux(plan.tree.path, tc, config, keep_vmlinux)
-            if gone:
-                progress(f"{tc:9} removed {len(gone)} older vmlinux file(s) from the cache (keeping {keep_vmlinux})")
     return stats
 
 
@@ -225,8 +284,9 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
         progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
         mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds(),
-        keep_vmlinux: int = DEFAULT_KEEP):
-    """The whole pipeline; returns (report, stats)."""
+        keep_vmlinux: int = DEFAULT_KEEP, builds: Callable[..., RunStats] = build_all):
+    """The whole pipeline; returns (report, stats). ``builds`` is stage 2: ``build_all`` in this
+    process (the default), or a ``ci.queue.coordinator.QueuedBuilds`` handing the jobs to workers."""
     check_cpu(mcpu)                         # an unknown CPU fails before any build too
     for tc in toolchains:
         builder.toolchain_info(tc)          # unknown or missing toolchains fail before any work
@@ -237,7 +297,7 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         plan = plan_range(store, tree, range_spec)
     else:
         raise InputError("give a commit range A..B or --series FILE.mbox")
-    stats = build_all(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux)
+    stats = builds(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux)
     stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
     return report(store, plan, toolchains, targets), stats
 

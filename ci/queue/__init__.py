@@ -1,0 +1,10 @@
+"""The deployment mode's build queue: RQ on Redis.
+
+A job is one ``ci.pipeline.run.BuildJob`` (commit × toolchain × config, its targets), run by a
+worker with ``ci.pipeline.run.run_job``, the code path ``build_all`` uses in-process, and written
+straight into the store (one transaction per build). The store is the source of truth: the
+coordinator (``coordinator``) waits on the store, not on RQ's results, re-enqueues what the queue
+lost, and reports jobs parked after their attempts. ``names`` (connections, queue and job names),
+``jobs`` (what runs in a worker), ``worker`` (``sizewatch worker``), ``status`` (``sizewatch queue
+status``).
+"""

@@ -1,0 +1,219 @@
+"""Stage 2 of the pipeline through build workers: enqueue what the store lacks, wait on the store.
+
+``QueuedBuilds(redis_url, store)`` has ``ci.pipeline.run.build_all``'s signature, so ``run`` and the
+bot take either. The store is the source of truth and the queue only a hint:
+
+- a job is done when the store holds its key (commit, toolchain + exact version, config, target),
+  whoever wrote it; RQ's results are not read;
+- a job the queue no longer knows (Redis restarted without persistence, flushed, its entry expired)
+  while the store still lacks it is enqueued again;
+- a worker that died mid-job (SIGKILL, a lost machine) stops heartbeating: each poll runs RQ's
+  clean-up of the started registries (``StartedJobRegistry.cleanup``), which retries the job while
+  it has attempts left;
+- a job that failed on every attempt (a crash each time, a store it can never write) is *parked*
+  in RQ's failed registry: reported here and by ``sizewatch queue status``, never enqueued again by
+  a later run until it expires (``PARKED_TTL``) or ``sizewatch queue unpark`` releases it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from redis.exceptions import ConnectionError as RedisConnectionError, RedisError, TimeoutError as RedisTimeoutError
+
+from ci.pipeline.plan import RunPlan
+from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
+from ci.queue.jobs import store_key
+from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
+from db.store import Store
+from toolchains.kbuild import Config
+from toolchains.mca import DEFAULT_MCPU
+from toolchains.retention import DEFAULT_KEEP
+
+PARKED_TTL = 7 * 24 * 3600          # a parked job is kept (and not run again) for a week
+RESULT_TTL = 24 * 3600
+ACTIVE = ("queued", "started", "scheduled", "deferred")
+
+
+def store_url(store: Store) -> str:
+    """How workers name the coordinator's store: its URL, or its file's real path (the command line
+    gives ``QueuedBuilds.store`` the URL it opened the store with, see ``given_store``)."""
+    url = getattr(store, "url", None)
+    return str(url) if url else store_key(str(store.path))
+
+
+def given_store(db: str | None) -> str | None:
+    """The store URL a command was given (``--db``, else $SIZEWATCH_DB), None for a file."""
+    import os
+    url = db or os.environ.get("SIZEWATCH_DB")
+    return url if url and "://" in url else None
+
+
+def last_error(job) -> str:
+    """The last line of a failed job's error, or what RQ says about it."""
+    try:
+        res = job.latest_result()
+        text = (res.exc_string if res is not None else "") or ""
+    except Exception:                  # noqa: BLE001 - an unreadable result is no reason to stop
+        text = ""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "failed on every attempt"
+
+
+@dataclass
+class QueuedBuilds:
+    """Stage 2 through RQ: ``attempts`` runs per job before it is parked, ``job_timeout`` seconds per run."""
+    redis_url: str
+    attempts: int = 3
+    job_timeout: int = 3600
+    poll: float = 0.5
+    store: str | None = None          # the store workers write to (default: the coordinator's own)
+    redis_wait: float = 300.0         # Redis unreachable this long while waiting: give up
+    function: str = "ci.queue.jobs.execute"   # what workers run (bench/queue_bench.py: a synthetic job)
+
+    def __post_init__(self) -> None:
+        connect(self.redis_url)       # a bad URL or an unreachable Redis fails before any work
+
+    def __call__(self, store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+                 config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
+                 mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP) -> RunStats:
+        stats = RunStats()
+        jobs = plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux)
+        if not jobs:
+            return stats
+        run = Run(self, store, jobs, stats, progress)
+        try:
+            run.wait()
+        except RedisError as e:
+            raise QueueError(f"{shown(self.redis_url)}: {e}") from None
+        return stats
+
+
+class Run:
+    """One coordinator's jobs, from enqueueing to each one stored or parked."""
+
+    def __init__(self, cfg: QueuedBuilds, store: Store, jobs: list[BuildJob], stats: RunStats,
+                 progress: Callable[[str], None], versions: dict[str, str] | None = None):
+        from rq import Queue
+        from toolchains.build import toolchain_info
+        self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
+        self.conn = connect(cfg.redis_url)
+        self.target_store = cfg.store or store_url(store)
+        self.versions = versions or {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
+        self.queues = {tc: Queue(queue_name(tc), connection=self.conn) for tc in self.versions}
+        self.pending = {job_id(j, self.versions[j.toolchain]): j for j in jobs}
+        self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
+                                                                   self.versions[j.toolchain])}
+                    for jid, j in self.pending.items()}          # stored before: re-analysis
+        self.again = dict.fromkeys(self.pending, 0)              # times enqueued again
+
+    def enqueue(self, jid: str, job: BuildJob) -> None:
+        from rq import Retry
+        self.queues[job.toolchain].enqueue_call(
+            self.cfg.function, args=(job, self.target_store, self.versions[job.toolchain]), job_id=jid,
+            timeout=self.cfg.job_timeout, result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
+            retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
+
+    def job(self, jid: str):
+        from rq.exceptions import NoSuchJobError
+        from rq.job import Job
+        try:
+            return Job.fetch(jid, connection=self.conn)
+        except NoSuchJobError:
+            return None
+
+    def park(self, jid: str, why: str) -> None:
+        job = self.pending.pop(jid)
+        line = f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: parked after {self.cfg.attempts} attempt(s): {why} (job {jid})"
+        self.stats.parked.append(line)
+        self.stats.lines.append(line)
+        self.progress(line)
+
+    def requeue(self, jid: str, why: str) -> None:
+        """Enqueue a job again that the queue lost or that ended unstored; bounded like its attempts."""
+        self.again[jid] += 1
+        if self.again[jid] > 5 * self.cfg.attempts:
+            self.park(jid, f"{why} {self.again[jid] - 1} times")
+            return
+        self.progress(f"{describe(self.pending[jid])}: {why}: enqueued again")
+        self.enqueue(jid, self.pending[jid])
+
+    def stored(self, jid: str) -> bool:
+        job = self.pending[jid]
+        return not missing_targets(self.store, job, self.versions[job.toolchain])
+
+    def wait(self) -> None:
+        for jid, job in list(self.pending.items()):
+            rq_job = self.job(jid)
+            status = rq_job.get_status(refresh=False) if rq_job is not None else None
+            if status == "failed":
+                self.park(jid, last_error(rq_job))
+            elif status not in ACTIVE:
+                self.enqueue(jid, job)
+        if self.pending:
+            self.progress(f"queue: {len(self.pending)} job(s) on {shown(self.cfg.redis_url)} "
+                          f"({', '.join(sorted({queue_name(j.toolchain) for j in self.pending.values()}))})")
+        idle_note, down_since = time.monotonic(), None
+        while self.pending:
+            try:
+                self.step()
+                down_since = None
+            except (RedisConnectionError, RedisTimeoutError) as e:
+                if down_since is None:
+                    down_since = time.monotonic()
+                    self.progress(f"queue: Redis unreachable ({e}); waiting for it (the store keeps what is done)")
+                elif time.monotonic() - down_since > self.cfg.redis_wait:
+                    raise QueueError(f"{shown(self.cfg.redis_url)}: unreachable for {self.cfg.redis_wait:.0f} s: {e}") from None
+                time.sleep(max(self.cfg.poll, 1.0))
+                continue
+            if self.pending and time.monotonic() - idle_note > 30:
+                idle_note = time.monotonic()
+                self.note_idle()
+            if self.pending:
+                time.sleep(self.cfg.poll)
+
+    def step(self) -> None:
+        """One poll: RQ's abandoned-job clean-up, then each pending job against the store, then the queue."""
+        from rq.registry import StartedJobRegistry
+        for tc in {j.toolchain for j in self.pending.values()}:
+            StartedJobRegistry(queue=self.queues[tc]).cleanup()     # abandoned jobs: retried or failed
+        for jid in list(self.pending):
+            if self.stored(jid):
+                self.finish(jid)
+                continue
+            rq_job = self.job(jid)
+            status = rq_job.get_status(refresh=False) if rq_job is not None else None
+            if status is None:
+                self.requeue(jid, "the queue lost this job (Redis restarted or emptied)")
+            elif status == "failed":
+                self.park(jid, last_error(rq_job))
+            elif status not in ACTIVE and not self.stored(jid):      # stored meanwhile: done next poll
+                self.requeue(jid, f"ended ({status}) without a stored result")
+
+    def note_idle(self) -> None:
+        from rq.worker import Worker
+        for tc in sorted({j.toolchain for j in self.pending.values()}):
+            if not Worker.all(queue=self.queues[tc]):
+                self.progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
+                              f"--toolchains {tc} --redis URL --db STORE); waiting")
+
+    def finish(self, jid: str) -> None:
+        """Count a job the store now holds and print its line (as the in-process run prints it)."""
+        job = self.pending.pop(jid)
+        version = self.versions[job.toolchain]
+        builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version)
+                  for t in job.targets]
+        for t, b in zip(job.targets, builds):
+            if t in self.had[jid]:
+                self.stats.reanalyzed += 1
+            else:
+                self.stats.built += 1
+            if b is not None and b.status != "ok":
+                self.stats.failed += 1
+        first = next(b for b in builds if b is not None)
+        errors = next((b.errors for b in builds if b is not None and b.errors), [])
+        line = (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {first.status} "
+                f"({first.method}, {first.seconds:.1f} s)" + (f": {errors[0]}" if errors else ""))
+        self.stats.lines.append(line)
+        self.progress(line)

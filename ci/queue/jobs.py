@@ -1,0 +1,98 @@
+"""What a worker runs for one job: ``execute``, called by RQ in the worker's forked work horse.
+
+The steps are the pipeline's own (``ci.pipeline.run``: ``missing_targets``, ``build_job``,
+``store_job``), so a queued build stores exactly what ``build_all`` stores in-process. Around them,
+the faults a worker meets:
+
+- the job was delivered twice, or another worker stored the key meanwhile: the store is read
+  before building and again before each write; a key already stored is left alone (one result);
+- the store is briefly unavailable (PostgreSQL restarting, sqlite locked past its timeout): the
+  finished build stays in memory and its objects in the cache, and the write is retried with a
+  bounded back-off before the job fails (and is retried by RQ, then parked);
+- the job was made by a coordinator reading another store than the one this worker writes: it
+  fails with that said, instead of the coordinator waiting for a result that never comes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from ci.pipeline.run import BuildJob, build_job, missing_targets, store_job
+from ci.queue.names import QueueError, shown
+from db.errors import StoreError
+from db.store import Store, open_store
+
+T = TypeVar("T")
+KILL_ENV = "SIZEWATCH_QUEUE_KILL_AT"   # test hook: a commit prefix whose jobs SIGKILL their work horse
+
+
+class WorkerSettings:
+    """Set by ``ci.queue.worker`` before the worker forks its horses (inherited by them)."""
+    store: str | None = None
+    store_retries: int = 8                 # writes tried again this many times...
+    store_retry_delay: float = 1.0         # ... after 1, 2, 4 ... s (at most 30 s apart)
+
+
+def store_key(url_or_path: str) -> str:
+    """One spelling of a store: a URL as given, a file by its real path."""
+    if "://" in url_or_path:
+        return url_or_path.rstrip("/")
+    return str(Path(url_or_path).expanduser().resolve())
+
+
+def open_existing(url_or_path: str) -> Store:
+    """The store a worker writes to; a worker never creates one (a typo would hide its results)."""
+    if "://" not in url_or_path and not Path(url_or_path).expanduser().exists():
+        raise StoreError(f"{url_or_path}: no such store (workers write into the store the coordinator made)")
+    return open_store(url_or_path)
+
+
+def with_store(url_or_path: str, work: Callable[[Store], T], what: str,
+               log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> T:
+    """``work(store)`` on a fresh connection, tried again while the store is unavailable (bounded)."""
+    delay = WorkerSettings.store_retry_delay
+    for attempt in range(WorkerSettings.store_retries + 1):
+        try:
+            with open_existing(url_or_path) as store:
+                return work(store)
+        except StoreError as e:
+            if attempt == WorkerSettings.store_retries:
+                raise StoreError(f"{what}: store unavailable after {attempt + 1} attempts: {e}") from None
+            log(f"worker: {what}: store unavailable ({e}); trying again in {delay:.0f} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+    raise AssertionError("unreachable")
+
+
+def _crash_point(job: BuildJob) -> None:
+    """SIZEWATCH_QUEUE_KILL_AT=<commit prefix>: the horse SIGKILLs itself on that commit's jobs, as a
+    job that crashes every worker does (the tests' poisoned job)."""
+    prefix = os.environ.get(KILL_ENV)
+    if prefix and job.commit.sha.startswith(prefix):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def execute(job: BuildJob, store: str, version: str) -> str:
+    """Build, analyze and store ``job`` unless the store holds it already; returns its progress line.
+
+    ``store`` and ``version`` are what the coordinator waits on: a worker writing elsewhere, or
+    holding another version of the compiler, would store a result it never sees, so it refuses."""
+    from toolchains.build import toolchain_info
+    mine = WorkerSettings.store or store
+    if store_key(mine) != store_key(store):
+        raise QueueError(f"this worker writes to {shown(mine)}, the job's coordinator reads {shown(store)}")
+    here = toolchain_info(job.toolchain)[1]
+    if here != version:
+        raise QueueError(f"{job.toolchain} here is {here}, the coordinator wants {version}")
+    _crash_point(job)
+    todo = with_store(mine, lambda st: missing_targets(st, job), f"{job.commit.sha[:12]} {job.toolchain}")
+    if not todo:
+        return f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: already stored"
+    job = replace(job, targets=tuple(todo))
+    done = build_job(job)
+    return with_store(mine, lambda st: store_job(st, job, done), f"{job.commit.sha[:12]} {job.toolchain}")

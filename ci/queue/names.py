@@ -1,0 +1,63 @@
+"""Redis connections, queue names and job ids: what the coordinator, the workers and the status
+command must agree on.
+
+One RQ queue per toolchain (``sizewatch:gcc-12``), so a job goes to a worker holding that compiler
+and its warm build dirs. A job's id is derived from its key (tree, commit, toolchain with its exact
+version, config, targets, CPU model), so a coordinator enqueuing the same work twice, or two
+coordinators, name one job, and a status line says which build it is.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from analyzer.errors import SizewatchError
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+    from ci.pipeline.run import BuildJob
+
+PREFIX = "sizewatch:"
+
+
+class QueueError(SizewatchError):
+    """Redis cannot be reached or the queue cannot be used: one line."""
+
+
+def connect(url: str) -> "Redis":
+    """A Redis connection for ``url`` (redis://HOST:PORT/DB), checked with a PING."""
+    from redis import Redis
+    from redis.exceptions import RedisError
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise QueueError(f"{shown(url)}: not a Redis URL (redis://HOST:PORT/DB)")
+    try:
+        conn = Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+        conn.ping()
+    except (RedisError, ValueError) as e:
+        raise QueueError(f"{shown(url)}: cannot reach Redis: {e}") from None
+    return conn
+
+
+def shown(url: str) -> str:
+    """A URL fit to print: a password in it replaced by ***."""
+    import re
+    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
+
+
+def queue_name(toolchain: str) -> str:
+    return PREFIX + toolchain
+
+
+def toolchain_of(queue: str) -> str | None:
+    return queue[len(PREFIX):] if queue.startswith(PREFIX) else None
+
+
+def job_id(job: "BuildJob", version: str) -> str:
+    """The job's stable id: the hash of its store key and the CPU its likely paths are estimated for."""
+    key = "\0".join((job.tree, job.commit.sha, job.toolchain, version, job.config_key, *job.targets, job.mcpu))
+    return f"sw-{job.toolchain}-{job.commit.sha[:12]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def describe(job: "BuildJob") -> str:
+    return f"{job.toolchain} {job.commit.sha[:12]} {' '.join(job.targets)}"

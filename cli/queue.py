@@ -1,0 +1,64 @@
+"""``sizewatch worker`` and ``sizewatch queue``: thin click layers over ci.queue."""
+from __future__ import annotations
+
+import click
+
+from cli.common import one_line_errors, split
+
+redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_REDIS", required=True, metavar="URL",
+                            help="the queue's Redis (redis://HOST:PORT/DB; default $SIZEWATCH_REDIS)")
+
+
+@click.command("worker")
+@click.option("--toolchains", required=True, help="the toolchains this worker holds (comma-separated)")
+@redis_option
+@click.option("--db", envvar="SIZEWATCH_DB", required=True, metavar="STORE",
+              help="the store results are written to: the coordinator's (a file path, or a URL; default $SIZEWATCH_DB)")
+@click.option("--heartbeat", default=30, show_default=True, metavar="S",
+              help="heartbeat interval: a worker silent for 2*S+5 s is taken as dead and its job run elsewhere")
+@click.option("--burst", is_flag=True, help="stop when the queues are empty")
+@click.option("--name", default=None, help="worker name (default HOST.PID)")
+@click.option("--store-retries", default=8, show_default=True, metavar="N",
+              help="an unavailable store is tried again N times (1, 2, 4 ... 30 s apart) before the job fails")
+def worker_cmd(toolchains: str, redis_url: str, db: str, heartbeat: int, burst: bool, name: str | None,
+               store_retries: int) -> None:
+    """Build jobs from the queues of TOOLCHAINS and write the results into the store.
+
+    Each job (a commit under one toolchain) runs in its own process; SIGTERM lets the job under way
+    finish, a second SIGTERM stops at once (the job is then run again by another worker)."""
+    from ci.queue.worker import run_worker
+    with one_line_errors():
+        run_worker(split(toolchains), redis_url, db, heartbeat=heartbeat, burst=burst, name=name,
+                   store_retries=store_retries)
+
+
+@click.group("queue")
+def queue_cmd() -> None:
+    """The build queue of the deployment mode (RQ on Redis)."""
+
+
+@queue_cmd.command("status")
+@redis_option
+@click.option("--json", "as_json", is_flag=True)
+def status_cmd(redis_url: str, as_json: bool) -> None:
+    """Queues, workers with their toolchains, running and parked jobs."""
+    import json
+    from ci.queue.status import queue_status, render
+    with one_line_errors():
+        st = queue_status(redis_url)
+        click.echo(json.dumps(st.to_dict(), indent=2) if as_json else render(st), nl=as_json)
+
+
+@queue_cmd.command("unpark")
+@redis_option
+@click.argument("ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="every parked job")
+def unpark_cmd(redis_url: str, ids: tuple[str, ...], every: bool) -> None:
+    """Release parked jobs (by id, or --all) so that the next run enqueues them afresh."""
+    from analyzer.errors import InputError
+    from ci.queue.status import unpark
+    with one_line_errors():
+        if not ids and not every:
+            raise InputError("give parked job ids or --all")
+        done = unpark(redis_url, list(ids), every)
+        click.echo(f"unparked {len(done)} job(s)")
