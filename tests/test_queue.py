@@ -196,6 +196,31 @@ def test_example_series_through_two_workers_gives_the_in_process_report(example_
         workers.stop()
 
 
+@pytest.mark.kernel
+def test_example_series_through_two_workers_into_postgresql(example_store, redis, pg_url, tmp_path):
+    """The deployment mode whole: two workers writing to PostgreSQL give the report of the
+    in-process run on sqlite, byte for byte, and the store holds one build per key."""
+    _, ref = example_store
+    make_store(pg_url)
+    workers = Workers(tmp_path, redis, pg_url)
+    try:
+        workers.start(2, EXAMPLE_TOOLCHAINS)
+        p = coordinator(["--series", EXAMPLE_MBOX, "--toolchains", EXAMPLE_TOOLCHAINS], pg_url, redis, tmp_path)
+        rc, out, err = finished(p, tmp_path, timeout=600)
+        assert rc == 0, err + logs(tmp_path)
+        same_text(out, ref.stdout)
+        assert "6 built, 0 re-analyzed, 0 already stored, 0 failed" in err
+        st = status(redis)
+        assert sum(w["done"] for w in st["workers"]) == 6 and not st["parked"] and not st["running"]
+        import psycopg
+        with psycopg.connect(pg_url) as conn:
+            n, keys = conn.execute("SELECT count(*), count(DISTINCT (commit_id, toolchain_id, config_id, target)) "
+                                   "FROM builds").fetchone()
+        assert n == keys == 6
+    finally:
+        workers.stop()
+
+
 # --- the faults, on the fake kernel ---------------------------------------------------------------
 
 @pytest.fixture
