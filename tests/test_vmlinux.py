@@ -280,6 +280,17 @@ def test_vmlinux_size_totals_are_size(vmlinux_run):
     want = subprocess.run(["size", str(images["gcc-12"].vmlinux[2])], capture_output=True, text=True).stdout
     numbers = want.splitlines()[1].rsplit("\t", 1)[0]
     assert f"{numbers}\tvmlinux\n" in text.stdout and "   text\t   data\t    bss\t    dec\t    hex\tfilename" in text.stdout
+    # the bot mail carries the same lines under vmlinux's table, tabs expanded, within 78 columns
+    from ci.reports import mail
+    from ci.reports.model import series_report
+    from db.store import open_store
+    with open_store(db, read_only=True) as store:
+        rep = series_report(store, 1, targets=["vmlinux"])
+    (t,) = [t for t in rep.patches[1].toolchains if t.toolchain == "gcc-12"]
+    block = mail.size_block(t)
+    assert all(len(ln) <= mail.WIDTH for ln in block)
+    assert block[0] == "   text\t   data\t    bss\t    dec\t    hex\tfilename".expandtabs(8), block
+    assert (numbers + "\tvmlinux").expandtabs(8) in block, block
 
 
 @pytest.mark.kernel

@@ -27,7 +27,8 @@ from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
 
 from ci.bot.policy import Policy
-from ci.reports.mail import WIDTH, findings_block, fit, inline_block, para, reasons_block, table_lines
+from ci.reports.mail import (WIDTH, findings_block, fit, inline_block, para, reasons_block, size_block,
+                              table_lines)
 from ci.reports.model import PatchReport, Reportable, tree_relative
 from db.botstore import BotMessage
 from toolchains.kbuild import Config
@@ -205,6 +206,7 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
             out.append("")
             out += table_lines(t, policy.max_table_rows, url)
             out.append("")
+            out += size_block(t)
         elif t.status != "ok":
             out.append(f"{t.toolchain} build errors ({t.target}):")
             out.append("")

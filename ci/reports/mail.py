@@ -97,6 +97,14 @@ def table_lines(t: ToolchainReport, max_rows: int, url: str) -> list[str]:
     return out
 
 
+def size_block(t: ToolchainReport) -> list[str]:
+    """binutils ``size``'s lines for a linked target (the parent, this patch, the change), tabs
+    expanded as a mail reader would; [] for objects."""
+    if not t.size_text:
+        return []
+    return [ln.expandtabs(8) for ln in t.size_text.rstrip("\n").splitlines()] + [""]
+
+
 def reasons_block(items: list[Reportable], affected: list[ToolchainReport]) -> list[str]:
     """The compilers' inline decisions behind the findings (first reason per function)."""
     out: list[str] = []
