@@ -20,6 +20,7 @@ from pathlib import Path
 from analyzer.dwarf import DwarfFacts, has_dwarf
 from analyzer.dwarf.model import MAX_ORIGIN_HOPS, CompileUnitFacts
 from analyzer.dwarf.read import read_dwarf_selected
+from analyzer.dwarf.read import unit_names as _unit_names
 from analyzer.elf import load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.inline_cost import (CalleeCost, CallerCost, InlineCost, Unattributed, _Symbols, attribute, finish,
@@ -87,6 +88,15 @@ class UnitCost:
                     raise ValueError("symbol sums")
             if sum(c.empty for c in callees) != u.empty_instances:
                 raise ValueError("empty instances")
+            by_symbol: dict[str, int] = {}
+            for c in callees:
+                for nm, n in c.callers.items():
+                    by_symbol[nm] = by_symbol.get(nm, 0) + n
+            inlined: dict[str, int] = {}
+            for s in symbols:
+                inlined[s.symbol] = inlined.get(s.symbol, 0) + s.inlined
+            if {k: v for k, v in by_symbol.items() if v} != {k: v for k, v in inlined.items() if v}:
+                raise ValueError("callers and symbols disagree")
             return u
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InputError(f"not a unit inline cost ({e.__class__.__name__}: {e})") from None
@@ -235,7 +245,7 @@ def merge(path: str, parts: list[UnitCost], syms: _Symbols | None = None) -> Inl
     return finish(path, len(parts), callees, callers, un)
 
 
-Reuse = Callable[[int, "str | None", int], "UnitCost | None"]
+Reuse = Callable[[int, str, int], "UnitCost | None"]
 
 
 @dataclass
@@ -252,8 +262,10 @@ class ByUnit:
 def inline_cost_by_unit(path: str | Path, reuse: Reuse, engine: str = "auto") -> ByUnit:
     """:func:`analyzer.inline_cost.inline_cost` of a whole file, decoding only the units
     ``reuse(offset, name, length)`` has no :class:`UnitCost` for; the result is equal to a whole
-    decode (``to_dict()``). ``reuse`` is asked once per unit; what it returns must be the UnitCost
-    of that very unit content (the caller's cache key says so; ``length`` is checked here)."""
+    decode (``to_dict()``). ``reuse`` is asked once per unit with a name no other unit has; what it
+    returns must be the UnitCost of that very unit content (the caller's key says so); here it is
+    checked against the file (the unit's length, its symbols' names and sizes) and a mismatch is
+    decoded instead."""
     images = load_images(path)
     if len(images) != 1:
         raise InputError(f"{path}: archives are not supported here; give one object file")
@@ -267,19 +279,32 @@ def inline_cost_by_unit(path: str | Path, reuse: Reuse, engine: str = "auto") ->
     names: dict[int, str | None] = {}
     lengths: dict[int, int] = {}
     cached: dict[int, UnitCost] = {}
+    syms = _Symbols(img, table)
+    sizes: dict[str, set[int]] = {}
+    for lo, hi, name in zip(syms.lo, syms.hi, syms.name):
+        sizes.setdefault(name, set()).add(hi - lo)
+
+    def fits(uc: UnitCost, length: int) -> bool:
+        """A cached entry agrees with this file: the unit's length, its symbols' names and sizes."""
+        return (uc.length == length and all(s.size in sizes.get(s.symbol, ()) for s in uc.symbols)
+                and all(nm in sizes for c in uc.callees for nm in c.callers))
 
     def select(units: list[tuple[int, str | None]]) -> set[int]:
         offs = [o for o, _n in units]
+        seen: dict[str | None, int] = {}
+        for _o, name in units:
+            seen[name] = seen.get(name, 0) + 1
         for i, (off, name) in enumerate(units):
             names[off] = name
             lengths[off] = (offs[i + 1] if i + 1 < len(offs) else info_size) - off
+            if name is None or seen[name] > 1:
+                continue                # a name two units share keys neither
             got = reuse(off, name, lengths[off])
-            if got is not None and got.length == lengths[off]:
+            if got is not None and fits(got, lengths[off]):
                 cached[off] = got
         return {o for o in offs if o not in cached}
 
     dw, by_off = read_dwarf_selected(img, table, select, engine=engine)
-    syms = _Symbols(img, table)
     fresh: dict[int, UnitCost] = {}
     whole = False
     for off, u in by_off.items():
@@ -298,3 +323,14 @@ def inline_cost_by_unit(path: str | Path, reuse: Reuse, engine: str = "auto") ->
         fresh = {o: uc for o, u in by_off.items() if (uc := unit_cost(u, lengths[o], syms)) is not None}
         return ByUnit(cost, fresh, names, 0, len(by_off), True)
     return ByUnit(cost, fresh, names, len(cached), len(by_off), False)
+
+
+def unit_names(path: str | Path) -> list[str | None]:
+    """DW_AT_name of every unit of a file, in file order (what a cache derives its keys from)."""
+    images = load_images(path)
+    if len(images) != 1:
+        raise InputError(f"{path}: archives are not supported here; give one object file")
+    img = images[0]
+    if not has_dwarf(img):
+        raise InputError(f"{path}: no DWARF (.debug_info)")
+    return [name for _off, name in _unit_names(img, read_symtab(img))]

@@ -141,6 +141,26 @@ def read_dwarf_selected(img: ElfImage, table: SymbolTable | None, select: Select
     return _facts(img, list(by_off.values()), None), by_off
 
 
+def unit_names(img: ElfImage, table: SymbolTable | None) -> list[tuple[int, str | None]]:
+    """(offset, DW_AT_name) of every unit, each top DIE read for its name only (libdw where built)."""
+    if native_usable(img):
+        from analyzer.dwarf.native import Unsuitable
+        try:
+            r = native_reader(img, table)
+            try:
+                return r.unit_names()
+            except InputError as e:
+                raise InputError(f"{img.name}: {e}") from None
+        except Unsuitable:
+            pass
+    raw = load_sections(img, table, (".debug_info", ".debug_abbrev", ".debug_str", ".debug_line_str",
+                                     ".debug_str_offsets"))
+    try:
+        return scan_unit_names(raw, img.little)
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
+
+
 def _native_selected(img: ElfImage, table: SymbolTable | None,
                      select: Select) -> tuple[DwarfFacts, dict[int, CompileUnitFacts]]:
     r = native_reader(img, table)

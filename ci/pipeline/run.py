@@ -58,7 +58,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
         obj.functions, obj.remarks, obj.facts = res.functions, res.remarks, res.facts
         obj.likely_paths = res.likely_paths
         obj.link_layout = link.layout(path, target)          # vmlinux: hot functions at link addresses
-        obj.inline_cost = object_inline_cost(path, target)
+        obj.inline_cost = object_inline_cost(path, target, unit_keys=done.unit_keys.get(target))
         findings += res.findings
         objects.append(obj)
         status = "ok"
