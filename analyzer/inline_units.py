@@ -14,7 +14,7 @@ one symbol (their sum would count it twice), the file is attributed whole.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzer.dwarf import DwarfFacts, has_dwarf
@@ -61,79 +61,77 @@ class UnitCost:
     empty_instances: int = 0
 
     def to_dict(self) -> dict:
-        return {"format": UNIT_COST_FORMAT, **asdict(self)}
+        """Compact (a vmlinux has 2,000+ units, each read back per build): a callee is
+        ``[name, decl_file, instances, bytes, including, empty, [caller, bytes, ...]]``, a symbol
+        ``[symbol, size, inlined, described]``."""
+        return {"format": UNIT_COST_FORMAT, "unit": self.unit, "length": self.length,
+                "outside_symbols": self.outside_symbols, "empty_instances": self.empty_instances,
+                "callees": [[c.name, c.decl_file, c.instances, c.bytes, c.including, c.empty,
+                             [x for kv in c.callers.items() for x in kv]] for c in self.callees],
+                "symbols": [[s.symbol, s.size, s.inlined, s.described] for s in self.symbols]}
 
     @classmethod
     def from_dict(cls, d: object) -> UnitCost:
-        """The UnitCost ``to_dict`` wrote; InputError for anything else (a damaged or foreign entry:
-        every field's type and every count's sign is checked, so nothing wrong is merged)."""
+        """The UnitCost ``to_dict`` wrote; InputError for anything else (a damaged or forged entry:
+        every field's type and every count's sign is checked, and the sums a real unit keeps:
+        a callee's callers add up to its bytes, a symbol's inlined bytes are within its described
+        bytes within its size, the callees' bytes per caller equal the symbols' inlined bytes)."""
         try:
-            if not isinstance(d, dict) or d.get("format") != UNIT_COST_FORMAT:
-                raise ValueError("format")
-            if set(d) != {"format", "unit", "length", "callees", "symbols", "outside_symbols", "empty_instances"}:
-                raise ValueError("fields")
-            callees = [UnitCallee(_str(c["name"]), _opt_str(c["decl_file"]), *(_n(c[k]) for k in
-                                  ("instances", "bytes", "including", "empty")), _counts(c["callers"]))
-                       for c in _list(d["callees"]) if _keys(c, {"name", "decl_file", "instances", "bytes",
-                                                                 "including", "empty", "callers"})]
-            symbols = [UnitSymbol(_str(s["symbol"]), *(_n(s[k]) for k in ("size", "inlined", "described")))
-                       for s in _list(d["symbols"]) if _keys(s, {"symbol", "size", "inlined", "described"})]
-            u = cls(_str(d["unit"]), _n(d["length"]), callees, symbols, _n(d["outside_symbols"]),
-                    _n(d["empty_instances"]))
-            for c in callees:
-                if sum(c.callers.values()) != c.bytes or c.empty > c.instances:
-                    raise ValueError("callee sums")
-            for s in symbols:
-                if s.inlined > s.described or s.described > s.size:
-                    raise ValueError("symbol sums")
-            if sum(c.empty for c in callees) != u.empty_instances:
-                raise ValueError("empty instances")
+            if type(d) is not dict or d.keys() != _FIELDS or d["format"] != UNIT_COST_FORMAT:
+                raise ValueError("not this format")
+            callees = []
             by_symbol: dict[str, int] = {}
-            for c in callees:
-                for nm, n in c.callers.items():
-                    by_symbol[nm] = by_symbol.get(nm, 0) + n
+            empty = 0
+            for row in _list(d["callees"]):
+                name, decl, instances, nbytes, including, nempty, flat = _list(row)
+                if type(name) is not str or (decl is not None and type(decl) is not str):
+                    raise ValueError("callee name")
+                _n(instances), _n(nbytes), _n(including), _n(nempty)
+                names, counts = _list(flat)[::2], flat[1::2]
+                callers = dict(zip(names, counts))
+                if (len(flat) % 2 or len(callers) != len(names) or any(type(k) is not str for k in names)
+                        or any(type(v) is not int or v < 0 for v in counts) or sum(counts) != nbytes
+                        or nempty > instances):
+                    raise ValueError("callee counts")
+                for k, v in callers.items():
+                    by_symbol[k] = by_symbol.get(k, 0) + v
+                empty += nempty
+                callees.append(UnitCallee(name, decl, instances, nbytes, including, nempty, callers))
+            symbols = []
             inlined: dict[str, int] = {}
-            for s in symbols:
-                inlined[s.symbol] = inlined.get(s.symbol, 0) + s.inlined
-            if {k: v for k, v in by_symbol.items() if v} != {k: v for k, v in inlined.items() if v}:
+            for row in _list(d["symbols"]):
+                symbol, size, nin, described = _list(row)
+                if type(symbol) is not str or not _n(nin) <= _n(described) <= _n(size):
+                    raise ValueError("symbol counts")
+                inlined[symbol] = inlined.get(symbol, 0) + nin
+                symbols.append(UnitSymbol(symbol, size, nin, described))
+            if ({k: v for k, v in by_symbol.items() if v} != {k: v for k, v in inlined.items() if v}
+                    or empty != _n(d["empty_instances"])):
                 raise ValueError("callers and symbols disagree")
-            return u
+            return cls(_str(d["unit"]), _n(d["length"]), callees, symbols, _n(d["outside_symbols"]), empty)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InputError(f"not a unit inline cost ({e.__class__.__name__}: {e})") from None
 
 
-def _keys(d: object, want: set[str]) -> bool:
-    if not isinstance(d, dict) or set(d) != want:
-        raise ValueError("fields")
-    return True
+_FIELDS = {"format", "unit", "length", "callees", "symbols", "outside_symbols", "empty_instances"}
 
 
 def _list(v: object) -> list:
-    if not isinstance(v, list):
+    if type(v) is not list:
         raise ValueError("list")
     return v
 
 
 def _str(v: object) -> str:
-    if not isinstance(v, str):
+    if type(v) is not str:
         raise ValueError("string")
     return v
-
-
-def _opt_str(v: object) -> str | None:
-    return None if v is None else _str(v)
 
 
 def _n(v: object) -> int:
     if type(v) is not int or v < 0:
         raise ValueError("count")
     return v
-
-
-def _counts(v: object) -> dict[str, int]:
-    if not isinstance(v, dict):
-        raise ValueError("callers")
-    return {_str(k): _n(n) for k, n in v.items()}
 
 
 def _self_contained(u: CompileUnitFacts) -> bool:
@@ -213,6 +211,7 @@ def merge(path: str, parts: list[UnitCost], syms: _Symbols | None = None) -> Inl
     callees: dict[tuple[str, str | None], CalleeCost] = {}
     callers: dict[str, CallerCost] = {}
     un = Unattributed()
+    units: dict[tuple[str, str | None], set[str]] = {}       # a callee's units: a set, not a sum
     for p in parts:
         un.outside_symbols += p.outside_symbols
         un.empty_instances += p.empty_instances
@@ -226,8 +225,7 @@ def merge(path: str, parts: list[UnitCost], syms: _Symbols | None = None) -> Inl
             c.empty += uc.empty
             for s, n in uc.callers.items():
                 c.callers[s] = c.callers.get(s, 0) + n
-            if p.unit not in c.units:
-                c.units.append(p.unit)
+            units.setdefault((uc.name, uc.decl_file), set()).add(p.unit)
         for s in p.symbols:
             cc = callers.setdefault(s.symbol, CallerCost(s.symbol, 0))
             undescribed = s.size - s.described
@@ -236,6 +234,8 @@ def merge(path: str, parts: list[UnitCost], syms: _Symbols | None = None) -> Inl
             cc.undescribed += undescribed
             cc.own += s.size - s.inlined - undescribed
             un.undescribed += undescribed
+    for key, c in callees.items():
+        c.units = list(units[key])
     if syms is not None:
         total: dict[str, int] = {}
         for lo, hi, name in zip(syms.lo, syms.hi, syms.name):

@@ -92,28 +92,36 @@ def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
     assert cached_inline_cost(path, keys, cache).cost.to_dict() == whole
     files = sorted((tmp_path / "units").glob("*/*.json"))
     assert len(files) == whole["units"]
-    by_unit = {json.loads(f.read_text())["cost"]["unit"]: f for f in files}
+
+    def read(f: Path) -> tuple[dict, dict]:
+        head, payload = f.read_bytes().split(b"\n", 1)
+        return json.loads(head), json.loads(payload)
+
+    def write(f: Path, head: dict, cost: dict, checksum: bool) -> None:
+        payload = json.dumps(cost).encode()
+        if checksum:
+            head = dict(head, sha256=hashlib.sha256(payload).hexdigest())
+        f.write_bytes(json.dumps(head).encode() + b"\n" + payload)
+
+    by_unit = {read(f)[1]["unit"]: f for f in files}
+    # 1: cut short
     pa = by_unit["mm/page_alloc.c"]
-    # 1: cut short; 2: a number changed (checksum no longer matches)
     pa.write_bytes(pa.read_bytes()[:100])
+    # 2: a number changed, the checksum no longer matching
     f2 = by_unit["kernel/fork.c"]
-    f2.write_text(f2.read_text().replace('"instances":1,', '"instances":2,', 1))
-    # 3: forged with a fresh checksum, callers no longer summing to the bytes
-    f3 = by_unit["mm/slab_common.c"] if "mm/slab_common.c" in by_unit else by_unit["kernel/exit.c"]
-    doc = json.loads(f3.read_text())
-    c = next(c for c in doc["cost"]["callees"] if c["bytes"])
-    c["bytes"] += 7
-    payload = json.dumps(doc["cost"], sort_keys=True, separators=(",", ":")).encode()
-    doc["sha256"] = hashlib.sha256(payload).hexdigest()
-    f3.write_text(json.dumps(doc))
+    head, cost = read(f2)
+    cost["outside_symbols"] += 1
+    write(f2, head, cost, checksum=False)
+    # 3: forged with a fresh checksum, a callee's callers no longer summing to its bytes
+    f3 = by_unit["kernel/exit.c"]
+    head, cost = read(f3)
+    next(c for c in cost["callees"] if c[3])[3] += 7
+    write(f3, head, cost, checksum=True)
     # 4: another unit's valid entry under this unit's key (a key collision, a stale object)
     f4 = by_unit["mm/filemap.c"]
-    other = json.loads(by_unit["kernel/sched/core.c"].read_text())
-    other["key"] = json.loads(f4.read_text())["key"]
-    f4.write_text(json.dumps(other))
+    write(f4, read(f4)[0], read(by_unit["kernel/sched/core.c"])[1], checksum=True)
     # 5: not JSON at all
-    f5 = by_unit["lib/string.c"]
-    f5.write_bytes(b"\xff\x00garbage")
+    by_unit["lib/string.c"].write_bytes(b"\xff\x00garbage")
     r = cached_inline_cost(path, keys, cache)
     assert r.cost.to_dict() == whole
     assert cache.damaged == 4                       # 4 is a valid entry: refused by its length
@@ -134,17 +142,28 @@ def test_the_cache_is_bounded(tiny, tmp_path):
     assert r.cost.to_dict() == inline_cost(path).to_dict()
 
 
-@pytest.mark.parametrize("bad", [None, [], {"format": 1}, {"format": 99, "unit": "x"},
-                                 {"format": 1, "unit": "x", "length": -1, "callees": [], "symbols": [],
-                                  "outside_symbols": 0, "empty_instances": 0},
-                                 {"format": 1, "unit": "x", "length": 5, "callees": [{}], "symbols": [],
-                                  "outside_symbols": 0, "empty_instances": 0},
-                                 {"format": 1, "unit": "x", "length": 5, "callees": [], "symbols": [
-                                     {"symbol": "f", "size": 4, "inlined": 3, "described": 2}],
-                                  "outside_symbols": 0, "empty_instances": 0},
-                                 {"format": 1, "unit": "x", "length": 5, "callees": [], "symbols": [
-                                     {"symbol": "f", "size": 4, "inlined": True, "described": 2}],
-                                  "outside_symbols": 0, "empty_instances": 0}])
+GOOD = {"format": 1, "unit": "x", "length": 5, "outside_symbols": 0, "empty_instances": 0,
+        "callees": [["f", "a.h", 2, 4, 6, 0, ["g", 4]]], "symbols": [["g", 10, 4, 8]]}
+
+
+def _bad(**change) -> dict:
+    return {**json.loads(json.dumps(GOOD)), **change}
+
+
+def test_unit_cost_round_trip():
+    assert UnitCost.from_dict(GOOD).to_dict() == GOOD
+
+
+@pytest.mark.parametrize("bad", [None, [], {"format": 1}, _bad(format=99), _bad(length=-1), _bad(length=True),
+                                 _bad(extra=1), _bad(callees=[[]]), _bad(callees={}),
+                                 _bad(callees=[["f", "a.h", 2, 5, 6, 0, ["g", 4]]]),        # callers != bytes
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 3, ["g", 4]]]),        # empty > instances
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, ["g", 4, "g", 0]]]),  # caller twice
+                                 _bad(callees=[["f", 7, 2, 4, 6, 0, ["g", 4]]]),
+                                 _bad(symbols=[["g", 10, 4, 3]]),                           # inlined > described
+                                 _bad(symbols=[["g", 10, 3, 8]]),                           # disagrees with callees
+                                 _bad(symbols=[["h", 10, 4, 8]]),
+                                 _bad(empty_instances=1)])
 def test_unit_cost_refuses_what_it_did_not_write(bad):
     with pytest.raises(InputError):
         UnitCost.from_dict(bad)

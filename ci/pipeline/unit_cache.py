@@ -51,12 +51,13 @@ class UnitCache:
         except OSError:
             return None
         try:
-            doc = json.loads(raw)
-            payload = json.dumps(doc["cost"], sort_keys=True, separators=(",", ":")).encode()
-            if doc.get("key") != key or doc.get("sha256") != hashlib.sha256(payload).hexdigest():
+            head, _nl, payload = raw.partition(b"\n")
+            doc = json.loads(head)
+            if (type(doc) is not dict or doc.get("key") != key
+                    or doc.get("sha256") != hashlib.sha256(payload).hexdigest()):
                 raise InputError("key or checksum does not match")
-            cost = UnitCost.from_dict(doc["cost"])
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, InputError):
+            cost = UnitCost.from_dict(json.loads(payload))
+        except (ValueError, RecursionError, InputError):
             self.damaged += 1
             try:
                 p.unlink()
@@ -70,15 +71,15 @@ class UnitCache:
         return cost
 
     def put(self, key: str, cost: UnitCost) -> None:
-        d = cost.to_dict()
-        payload = json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
-        doc = {"key": key, "sha256": hashlib.sha256(payload).hexdigest(), "cost": d}
+        """One line ``{"key", "sha256" of the payload}``, then the payload (UnitCost.to_dict)."""
+        payload = json.dumps(cost.to_dict(), separators=(",", ":")).encode()
+        head = json.dumps({"key": key, "sha256": hashlib.sha256(payload).hexdigest()}).encode()
         p = self._path(key)
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f, separators=(",", ":"))
+            with os.fdopen(fd, "wb") as f:
+                f.write(head + b"\n" + payload)
             os.replace(tmp, p)
         except BaseException:
             try:
