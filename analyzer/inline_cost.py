@@ -348,5 +348,7 @@ def finish(path: str, units: int, callees: dict[tuple[str, str | None], CalleeCo
         f.callees += 1
         f.instances += c.instances
         f.bytes += c.bytes
-    return InlineCost(path, units, out, callers, dict(sorted(files.items())), un,
+    # callers by name: the same order however the callers were found (by address in a whole
+    # decode, unit by unit in a merge)
+    return InlineCost(path, units, out, dict(sorted(callers.items())), dict(sorted(files.items())), un,
                       sum(c.bytes for c in out.values()))
