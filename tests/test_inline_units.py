@@ -124,10 +124,14 @@ def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
     write(f4, read(f4)[0], read(by_unit["kernel/sched/core.c"])[1], checksum=True)
     # 5: not JSON at all
     by_unit["lib/string.c"].write_bytes(b"\xff\x00garbage")
+    # 6: a link to an endless device
+    f6 = by_unit["kernel/panic.c"]
+    f6.unlink()
+    f6.symlink_to("/dev/zero")
     r = cached_inline_cost(path, keys, cache)
     assert r.cost.to_dict() == whole
-    assert cache.damaged == 4                       # 4 is a valid entry: refused by its length
-    assert r.decoded == 5 and r.reused == whole["units"] - 5
+    assert cache.damaged == 5                       # 4 is a valid entry: refused by its length
+    assert r.decoded == 6 and r.reused == whole["units"] - 6
     # and they were written again: all reused next time
     again = cached_inline_cost(path, keys, UnitCache(tmp_path / "units"))
     assert again.decoded == 0 and again.cost.to_dict() == whole

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -28,7 +29,8 @@ from toolchains.kbuild import prepare_lock
 from toolchains.locks import file_lock
 from toolchains.source import cache_dir
 
-CACHE_LIMIT = 256 << 20             # bytes of entries kept (a Debian vmlinux's 2,172 units: ~60 MB)
+CACHE_LIMIT = 256 << 20             # bytes of entries kept (a Debian vmlinux's 2,172 units: 12 MB)
+ENTRY_LIMIT = 16 << 20              # one unit's entry (the biggest Debian unit's: well under 1 MB)
 NT_GNU_BUILD_ID = 3
 SHT_NOTE = 7
 
@@ -47,9 +49,14 @@ class UnitCache:
     def get(self, key: str) -> UnitCost | None:
         p = self._path(key)
         try:
+            st = p.stat()
+            if not stat.S_ISREG(st.st_mode) or st.st_size > ENTRY_LIMIT:
+                raise InputError("not a regular file of an entry's size")
             raw = p.read_bytes()
-        except OSError:
+        except FileNotFoundError:
             return None
+        except (OSError, InputError):
+            raw = b""                   # refused below, as damaged
         try:
             head, _nl, payload = raw.partition(b"\n")
             doc = json.loads(head)
