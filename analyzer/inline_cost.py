@@ -326,6 +326,14 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
         cc.own += size - inlined - undescribed
         un.undescribed += undescribed
 
+    return finish(path, len(dw.units), callees, callers, un)
+
+
+def finish(path: str, units: int, callees: dict[tuple[str, str | None], CalleeCost],
+           callers: dict[str, CallerCost], un: Unattributed) -> InlineCost:
+    """The InlineCost of summed callees (by (name, declaring file)) and callers: callees keyed by
+    name (``name@file`` where two declarations share one), callers' lists sorted, files summed.
+    Shared by the whole-file attribution and the per-unit merge (:mod:`analyzer.inline_units`)."""
     # keys: the plain name unless two declarations share it (static inlines of two headers)
     by_name: dict[str, int] = {}
     for name, _decl in callees:
@@ -340,5 +348,7 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
         f.callees += 1
         f.instances += c.instances
         f.bytes += c.bytes
-    return InlineCost(path, len(dw.units), out, callers, dict(sorted(files.items())), un,
+    # callers by name: the same order however the callers were found (by address in a whole
+    # decode, unit by unit in a merge)
+    return InlineCost(path, units, out, dict(sorted(callers.items())), dict(sorted(files.items())), un,
                       sum(c.bytes for c in out.values()))

@@ -11,6 +11,7 @@ its name.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from analyzer.dwarf.model import CompileUnitFacts, DwarfFacts, Subprogram
@@ -104,6 +105,73 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
     except InputError as e:
         raise InputError(f"{img.name}: {e}") from None
     return _facts(img, units, cus)
+
+
+Select = Callable[[list[tuple[int, str | None]]], set[int]]
+
+
+def read_dwarf_selected(img: ElfImage, table: SymbolTable | None, select: Select,
+                        engine: str = "auto") -> tuple[DwarfFacts, dict[int, CompileUnitFacts]]:
+    """Decode only the units ``select`` picks from the file's ``[(unit offset, DW_AT_name)]`` (every
+    unit header, in file order; each top DIE read for its name only): what a per-unit cache decodes
+    when most units are known already. Returns the facts and the decoded units by offset.
+    ``engine`` as :func:`read_dwarf` (no pyelftools)."""
+    if engine == "auto":
+        if native_usable(img):
+            from analyzer.dwarf.native import Unsuitable
+            try:
+                return _native_selected(img, table, select)
+            except Unsuitable:
+                pass
+        engine = "fast"
+    if engine == "native":
+        return _native_selected(img, table, select)
+    if engine != "fast":
+        raise InputError(f"unknown DWARF engine {engine!r} for a selected decode")
+    raw = load_sections(img, table)
+    try:
+        wanted = select(scan_unit_names(raw, img.little))
+        w = Walker(raw, img.little)
+        by_off = {}
+        for u in w.units():
+            if u.offset in wanted and (facts := w.walk(u)) is not None:
+                by_off[u.offset] = facts
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
+    return _facts(img, list(by_off.values()), None), by_off
+
+
+def unit_names(img: ElfImage, table: SymbolTable | None) -> list[tuple[int, str | None]]:
+    """(offset, DW_AT_name) of every unit, each top DIE read for its name only (libdw where built)."""
+    if native_usable(img):
+        from analyzer.dwarf.native import Unsuitable
+        try:
+            r = native_reader(img, table)
+            try:
+                return r.unit_names()
+            except InputError as e:
+                raise InputError(f"{img.name}: {e}") from None
+        except Unsuitable:
+            pass
+    raw = load_sections(img, table, (".debug_info", ".debug_abbrev", ".debug_str", ".debug_line_str",
+                                     ".debug_str_offsets"))
+    try:
+        return scan_unit_names(raw, img.little)
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
+
+
+def _native_selected(img: ElfImage, table: SymbolTable | None,
+                     select: Select) -> tuple[DwarfFacts, dict[int, CompileUnitFacts]]:
+    r = native_reader(img, table)
+    try:
+        by_off = {}
+        for off in sorted(select(r.unit_names())):
+            if (facts := r.unit(off)) is not None:
+                by_off[off] = facts
+    except InputError as e:
+        raise InputError(f"{img.name}: {e}") from None
+    return _facts(img, list(by_off.values()), None), by_off
 
 
 def _facts(img: ElfImage, units: list[CompileUnitFacts], cus: tuple[str, ...] | None) -> DwarfFacts:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from analyzer.errors import SizewatchError
 from toolchains import build as tbuild, retention
 from toolchains.kbuild import Config
 from toolchains.matrix import build_jobs
@@ -40,6 +41,7 @@ class Built:
     objects: dict[str, Path] = field(default_factory=dict)          # target -> object file
     remarks: dict[str, list[Path]] = field(default_factory=dict)    # target -> compiler remark files
     source: Path | None = None                    # a checkout of the commit (for declarations)
+    unit_keys: dict[str, dict[str, str]] = field(default_factory=dict)  # vmlinux target -> unit -> key
 
 
 def toolchain_info(name: str) -> tuple[Toolchain, str]:
@@ -91,8 +93,8 @@ def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Conf
           log: Callable[[str], None] = lambda s: None,
           options: tbuild.BuildOptions | None = None) -> Built:
     """Build ``targets`` at ``sha``; a failed build is a result (status and the compiler's errors)."""
-    return _built(tbuild.build_commit(tree, sha, toolchain, targets, config or Config(),
-                                      options or tbuild.BuildOptions()))
+    b = tbuild.build_commit(tree, sha, toolchain, targets, config or Config(), options or tbuild.BuildOptions())
+    return _built(b, _unit_keys(b))
 
 
 def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Config | None = None,
@@ -109,7 +111,7 @@ def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Confi
     def run() -> None:
         try:
             build_jobs(tree, jobs, config or Config(), options or tbuild.BuildOptions(),
-                       on_build=lambda b: q.put(("built", b)), cancel=cancel)
+                       on_build=lambda b: q.put(("built", b, _unit_keys(b))), cancel=cancel)
         except BaseException as e:          # handed to the consumer, raised there
             q.put(("error", e))
         finally:
@@ -119,12 +121,12 @@ def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Confi
     worker.start()
     try:
         while True:
-            kind, item = q.get()
+            kind, item, *keys = q.get()
             if kind == "end":
                 return
             if kind == "error":
                 raise item
-            yield (item.sha, item.toolchain), _built(item)
+            yield (item.sha, item.toolchain), _built(item, keys[0])
     finally:
         if worker.is_alive():               # the consumer stopped early: stop the builds too
             cancel.set()
@@ -132,7 +134,24 @@ def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Confi
             worker.join()
 
 
-def _built(b: tbuild.CommitBuild) -> Built:
+def _unit_keys(b: tbuild.CommitBuild) -> dict[str, dict[str, str]]:
+    """Per vmlinux target, its units' object hashes (ci.pipeline.unit_cache): taken in the build's
+    thread before the next build of that build dir starts, while its objects are the ones linked."""
+    from ci.pipeline.unit_cache import object_keys
+    from toolchains.targets import parse
+    out = {}
+    for r in b.targets:
+        if r.ok and r.path is not None and parse(r.target).kind == "vmlinux":
+            try:
+                keys = object_keys(r.path, b.build_dir, b.worktree)
+            except (SizewatchError, OSError):     # no keys: the vmlinux is decoded whole
+                keys = None
+            if keys:
+                out[r.target] = keys
+    return out
+
+
+def _built(b: tbuild.CommitBuild, unit_keys: dict[str, dict[str, str]] | None = None) -> Built:
     logs = []
     for r in b.targets:
         if r.log is not None and r.log.exists():
@@ -142,4 +161,5 @@ def _built(b: tbuild.CommitBuild) -> Built:
                  hashlib.sha256(text.encode()).hexdigest() if text else "", text, b.status, b.method,
                  b.seconds, "\n".join(logs), b.errors,
                  {r.target: r.path for r in b.targets if r.ok and r.path is not None},
-                 {r.target: [r.report] for r in b.targets if r.ok and r.report is not None})
+                 {r.target: [r.report] for r in b.targets if r.ok and r.report is not None},
+                 unit_keys=unit_keys or {})

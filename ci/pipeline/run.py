@@ -63,7 +63,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
                 obj = object_record(path, target)
                 res = linked.analyze_vmlinux(path, done.source, linked.unit_remarks(done.remarks), mcpu)
                 obj.link_layout = link.layout(path, target)      # hot functions at their link addresses
-                obj.inline_cost = object_inline_cost(path, target)
+                obj.inline_cost = object_inline_cost(path, target, unit_keys=done.unit_keys.get(target))
         except FileNotFoundError:
             raise InputError(f"{path}: deleted before it was analyzed (another run's retention pass?)") from None
         except InputError as e:              # a vmlinux the analyzer cannot use: this build's result

@@ -1,0 +1,202 @@
+"""Inline cost per unit (analyzer.inline_units) and its cache (ci.pipeline.unit_cache), issue 14.
+
+The oracle is the whole decode (analyzer.inline_cost.inline_cost, itself checked against
+pyelftools in test_inline_cost): a result assembled from cached units must be equal to it,
+whatever the cache holds (nothing, everything, damaged or forged entries).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from analyzer.dwarf import native
+from analyzer.errors import InputError
+from analyzer.inline_cost import inline_cost
+from analyzer.inline_units import UnitCost, inline_cost_by_unit, unit_names
+from ci.pipeline.inline_costs import cached_inline_cost
+from ci.pipeline.unit_cache import UnitCache, build_id, object_of
+
+ENGINES = ["fast"] + (["native"] if native.available() else [])
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from tests.kernel_images import tiny_vmlinux
+    return tiny_vmlinux()
+
+
+def _keys(path: Path) -> dict[str, str]:
+    """Stand-in keys (the unit name and the file's build-id): what ObjectKeys gives, for one file."""
+    bid = build_id(path).hex()
+    return {n: hashlib.sha256(f"{bid}\0{n}".encode()).hexdigest() for n in unit_names(path) if n}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cold_and_warm_equal_a_whole_decode(tiny, engine):
+    for path in tiny.vmlinux:
+        whole = inline_cost(path, engine=engine).to_dict()
+        store: dict[str, UnitCost] = {}
+        cold = inline_cost_by_unit(path, lambda _o, n, _l: None, engine=engine)
+        assert not cold.whole and cold.reused == 0 and cold.decoded == whole["units"]
+        assert json.dumps(cold.cost.to_dict()) == json.dumps(whole)      # same order too
+        for off, uc in cold.fresh.items():
+            store[cold.names[off]] = UnitCost.from_dict(json.loads(json.dumps(uc.to_dict())))
+        warm = inline_cost_by_unit(path, lambda _o, n, _l: store.get(n), engine=engine)
+        assert warm.decoded == 0 and warm.reused == whole["units"] and not warm.fresh
+        assert json.dumps(warm.cost.to_dict()) == json.dumps(whole)
+        # one unit left out of the cache: decoded alone, the rest reused
+        del store["mm/page_alloc.c" if "mm/page_alloc.c" in store else
+                  next(n for n in store if n.endswith("/mm/page_alloc.c"))]
+        one = inline_cost_by_unit(path, lambda _o, n, _l: store.get(n), engine=engine)
+        assert one.decoded == 1 and one.reused == whole["units"] - 1
+        assert one.cost.to_dict() == whole
+
+
+@pytest.mark.kernel
+def test_the_base_cache_serves_patch_1(tiny, tmp_path):
+    """The series' base and patch 1, built in the build dir in turn (kbuild rebuilds the changed
+    objects): patch 1 decodes only the units whose object changed, and equals its whole decode."""
+    from ci.pipeline.builder import build_many
+    from tests.kernel_images import CONFIG, TOOLCHAIN
+    from toolchains.build import BuildOptions
+    opts = BuildOptions(reports=False, jobs=2, timeout=2400, use_cache=False, out_root=tmp_path / "out")
+    cache = UnitCache(tmp_path / "units")
+    got = []
+    # the pipeline's way: builds in a thread, the keys taken there before the next build starts
+    built = dict(build_many(tiny.tree, {(sha, TOOLCHAIN): ["vmlinux"] for sha in tiny.shas}, CONFIG, opts))
+    for sha in tiny.shas:
+        b = built[(sha, TOOLCHAIN)]
+        assert b.status == "ok", b.errors
+        keys = b.unit_keys["vmlinux"]
+        path = b.objects["vmlinux"]
+        assert len(keys) > 400 and any(n.endswith("/mm/page_alloc.c") for n in keys)
+        r = cached_inline_cost(path, keys, cache)
+        assert r.cost.to_dict() == inline_cost(path).to_dict()
+        got.append((r, keys))
+    (base, base_keys), (patch, patch_keys) = got
+    assert base.reused == 0
+    changed = {n for n in patch_keys if base_keys.get(n) != patch_keys[n]}
+    assert any(n.endswith("/mm/page_alloc.c") for n in changed)
+    assert not patch.whole and patch.decoded == len(changed) + (patch.cost.units - len(patch_keys))
+    assert patch.decoded <= 10 and patch.reused >= patch.cost.units - 10
+
+
+@pytest.mark.kernel
+def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
+    path = tiny.vmlinux[1]
+    whole = inline_cost(path).to_dict()
+    keys = _keys(path)
+    cache = UnitCache(tmp_path / "units")
+    assert cached_inline_cost(path, keys, cache).cost.to_dict() == whole
+    files = sorted((tmp_path / "units").glob("*/*.json"))
+    assert len(files) == whole["units"]
+
+    def read(f: Path) -> tuple[dict, dict]:
+        head, payload = f.read_bytes().split(b"\n", 1)
+        return json.loads(head), json.loads(payload)
+
+    def write(f: Path, head: dict, cost: dict, checksum: bool) -> None:
+        payload = json.dumps(cost).encode()
+        if checksum:
+            head = dict(head, sha256=hashlib.sha256(payload).hexdigest())
+        f.write_bytes(json.dumps(head).encode() + b"\n" + payload)
+
+    by_unit = {read(f)[1]["unit"]: f for f in files}
+    # 1: cut short
+    pa = by_unit["mm/page_alloc.c"]
+    pa.write_bytes(pa.read_bytes()[:100])
+    # 2: a number changed, the checksum no longer matching
+    f2 = by_unit["kernel/fork.c"]
+    head, cost = read(f2)
+    cost["outside_symbols"] += 1
+    write(f2, head, cost, checksum=False)
+    # 3: forged with a fresh checksum, a callee's callers no longer summing to its bytes
+    f3 = by_unit["kernel/exit.c"]
+    head, cost = read(f3)
+    next(c for c in cost["callees"] if c[3])[3] += 7
+    write(f3, head, cost, checksum=True)
+    # 4: another unit's valid entry under this unit's key (a key collision, a stale object)
+    f4 = by_unit["mm/filemap.c"]
+    write(f4, read(f4)[0], read(by_unit["kernel/sched/core.c"])[1], checksum=True)
+    # 5: not JSON at all
+    by_unit["lib/string.c"].write_bytes(b"\xff\x00garbage")
+    # 6: a link to an endless device
+    used = {"mm/page_alloc.c", "kernel/fork.c", "kernel/exit.c", "mm/filemap.c", "kernel/sched/core.c", "lib/string.c"}
+    f6 = by_unit[next(u for u in sorted(by_unit) if u.startswith("mm/") and u not in used)]
+    f6.unlink()
+    f6.symlink_to("/dev/zero")
+    r = cached_inline_cost(path, keys, cache)
+    assert r.cost.to_dict() == whole
+    assert cache.damaged == 5                       # 4 is a valid entry: refused by its length
+    assert r.decoded == 6 and r.reused == whole["units"] - 6
+    # and they were written again: all reused next time
+    again = cached_inline_cost(path, keys, UnitCache(tmp_path / "units"))
+    assert again.decoded == 0 and again.cost.to_dict() == whole
+
+
+@pytest.mark.kernel
+def test_the_cache_is_bounded(tiny, tmp_path):
+    path = tiny.vmlinux[0]
+    cache = UnitCache(tmp_path / "units", limit=200_000)
+    r = cached_inline_cost(path, _keys(path), cache)
+    total = sum(f.stat().st_size for f in (tmp_path / "units").glob("*/*.json"))
+    assert 0 < total <= 200_000
+    assert not list((tmp_path / "units").glob("*/.tmp-*"))
+    assert r.cost.to_dict() == inline_cost(path).to_dict()
+
+
+GOOD = {"format": 1, "unit": "x", "length": 5, "outside_symbols": 0, "empty_instances": 0,
+        "callees": [["f", "a.h", 2, 4, 6, 0, ["g", 4]]], "symbols": [["g", 10, 4, 8]]}
+
+
+def _bad(**change) -> dict:
+    return {**json.loads(json.dumps(GOOD)), **change}
+
+
+def test_unit_cost_round_trip():
+    assert UnitCost.from_dict(GOOD).to_dict() == GOOD
+
+
+@pytest.mark.parametrize("bad", [None, [], {"format": 1}, _bad(format=99), _bad(length=-1), _bad(length=True),
+                                 _bad(extra=1), _bad(callees=[[]]), _bad(callees={}),
+                                 _bad(callees=[["f", "a.h", 2, 5, 6, 0, ["g", 4]]]),        # callers != bytes
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 3, ["g", 4]]]),        # empty > instances
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, ["g", 4, "g", 0]]]),  # caller twice
+                                 _bad(callees=[["f", 7, 2, 4, 6, 0, ["g", 4]]]),
+                                 _bad(symbols=[["g", 10, 4, 3]]),                           # inlined > described
+                                 _bad(symbols=[["g", 10, 3, 8]]),                           # disagrees with callees
+                                 _bad(symbols=[["h", 10, 4, 8]]),
+                                 _bad(empty_instances=1)])
+def test_unit_cost_refuses_what_it_did_not_write(bad):
+    with pytest.raises(InputError):
+        UnitCost.from_dict(bad)
+
+
+def test_object_of(tmp_path):
+    bd, src = tmp_path / "build", tmp_path / "src"
+    assert object_of(f"{src}/mm/page_alloc.c", bd, src) == bd / "mm/page_alloc.o"
+    assert object_of("mm/page_alloc.c", bd, src) == bd / "mm/page_alloc.o"
+    assert object_of(f"{bd}/lib/gen.c", bd, src) == bd / "lib/gen.o"
+    assert object_of(".vmlinux.export.c", bd, src) == bd / ".vmlinux.export.o"
+    assert object_of("/elsewhere/x.c", bd, src) is None
+    assert object_of("../x.c", bd, src) is None
+    assert object_of(f"{src}/include/linux/mm.h", bd, src) is None
+    assert object_of(None, bd, src) is None
+
+
+@pytest.mark.kernel
+def test_the_pipeline_record_is_the_same_with_the_cache(tiny, tmp_path):
+    """ci.pipeline.inline_costs.object_inline_cost: the stored rows are the same cold, warm and
+    without unit keys (the whole decode)."""
+    from ci.pipeline.inline_costs import object_inline_cost
+    path = tiny.vmlinux[1]
+    plain = object_inline_cost(path, "vmlinux")
+    cache = UnitCache(tmp_path / "units")
+    cold = object_inline_cost(path, "vmlinux", unit_keys=_keys(path), cache=cache)
+    warm = object_inline_cost(path, "vmlinux", unit_keys=_keys(path), cache=cache)
+    assert plain is not None and plain == cold == warm
+    assert len(list((tmp_path / "units").glob("*/*.json"))) == plain.units
