@@ -80,7 +80,7 @@ def nm_cmd(a: Path, b: Path) -> list[str]:
 
 def stored_pair(a: Path, b: Path, tmp: Path) -> tuple[Path, int, int]:
     """A store holding the pair as the pipeline writes it (symbols and link layouts), for the store-side row."""
-    from ci.pipeline import link
+    from ci.pipeline import analysis, link
     from ci.pipeline.objects import object_record
     from db.models import BuildRecord, Commit, ConfigInfo
     from db.store import open_store
@@ -92,7 +92,7 @@ def stored_pair(a: Path, b: Path, tmp: Path) -> tuple[Path, int, int]:
             obj.link_layout = link.layout(img, "vmlinux")
             ids.append(store.record_build(BuildRecord(
                 "bench", Commit(sha, "a" * 40 if i else None), "tc", "tc 1", ConfigInfo("bench"), "vmlinux", "ok",
-                objects=[obj], analysis_version=link.LINK_VERSION)))
+                objects=[obj], analysis_version=analysis.ANALYSIS_VERSION)))
     return path, ids[0], ids[1]
 
 

@@ -22,10 +22,12 @@ from toolchains.targets import DEFAULT_TARGETS
 @click.option("--tree", default="6.1", show_default=True,
               help="kernel git tree: a Debian linux-source version (6.1) or a path")
 @click.option("--target", default=DEFAULT_TARGETS[0], show_default=True)
+@click.option("--config", "config_name", default="defconfig", show_default=True, metavar="NAME",
+              help="the kernel config the builds use (toolchains/configs: defconfig, allocator, tinyconfig)")
 @click.option("--json", "as_json", is_flag=True, help="print the result (and every step) as JSON")
 @db_option
 def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None, outlined: bool, inlined: bool,
-               crossed_line: bool, tree: str, target: str, as_json: bool, db: str | None) -> None:
+               crossed_line: bool, tree: str, target: str, config_name: str, as_json: bool, db: str | None) -> None:
     """Find the first commit of A..B (first-parent) where FUNCTION starts to meet one condition.
 
     Stored results are read first; only the midpoints the search needs are built (and stored).
@@ -34,13 +36,15 @@ def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None,
     import json
     from analyzer.errors import InputError
     from ci.bisect import Condition, bisect, text
+    from toolchains.kbuild import preset
     with one_line_errors():
+        config = preset(config_name)
         chosen = [k for k, on in (("grew_by", grew_by is not None), ("outlined", outlined), ("inlined", inlined),
                                   ("crossed_line", crossed_line)) if on]
         if len(chosen) != 1:
             raise InputError("give exactly one of --grew-by N, --outlined, --inlined, --crossed-line")
         cond = Condition(chosen[0], grew_by or 0)
         with open_store(db) as store:
-            res = bisect(store, tree, function, commits, toolchain, cond, target,
+            res = bisect(store, tree, function, commits, toolchain, cond, target, config,
                          progress=lambda s: print(s, file=sys.stderr))
             click.echo(json.dumps(res.to_dict(), indent=2) if as_json else text(res), nl=as_json)

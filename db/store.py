@@ -219,6 +219,8 @@ class Store(ABC):
     @abstractmethod
     def link_points(self, name: str, build_ids: list[int]) -> dict[int, HotPlacement]:
         """{build id: the function at its link address} in those builds (first of its name)."""
+
+    @abstractmethod
     def inline_costs_for(self, build_id: int) -> list[InlineCostRecord]:
         """The inline cost of each of the build's objects that has one stored (migration 0014), by path."""
 

@@ -60,6 +60,12 @@ def preset(name: str, extra: tuple[str, ...] = ()) -> Config:
     return Config(base.base, base.fragment + tuple(extra), base.arch, base.name) if extra else base
 
 
+def preset_name(key: str) -> str | None:
+    """The named config a stored config key was made from (``allocator-6df82ece8a`` -> allocator);
+    None for a config with extra lines (its key is no preset's)."""
+    return next((n for n, c in PRESETS.items() if c.key == key), None)
+
+
 def read_fragment(path: Path) -> tuple[str, ...]:
     """Config lines of a fragment file (``CONFIG_X=y`` / ``# CONFIG_X is not set``)."""
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from toolchains.locks import delete_unless_read
 
@@ -44,9 +45,12 @@ def kept(objects: Path, name: str = "vmlinux") -> list[Path]:
     return [p for _, p in sorted(out, key=lambda t: (-t[0], str(t[1])))]
 
 
-def prune(objects: Path, keep: int = DEFAULT_KEEP, name: str = "vmlinux") -> list[Path]:
+def prune(objects: Path, keep: int = DEFAULT_KEEP, name: str = "vmlinux",
+          done: Callable[[str], bool] = lambda sha: True) -> list[Path]:
     """Delete all but the ``keep`` newest ``name`` files under ``objects``; returns what went.
-    Files being read are skipped (they go in a later pass)."""
+    Only files whose commit ``done(sha)`` says is stored go: a vmlinux built but not yet analyzed
+    (a build thread or another worker runs ahead of the analysis) stays however old it is. Files
+    being read are skipped too (they go in a later pass)."""
     if keep < 0:
         raise ValueError("keep must be >= 0")
-    return [p for p in kept(objects, name)[keep:] if delete_unless_read(p)]
+    return [p for p in kept(objects, name)[keep:] if done(p.parent.name) and delete_unless_read(p)]

@@ -88,7 +88,7 @@ def inline_growth(p: PatchReport, t: ToolchainReport, rules: ReportRules) -> lis
                               f"inline {r.name} grew by {r.delta} bytes in {t.target} ({r.old} -> {r.new} bytes, "
                               f"{growth}; {r.instances_old} -> {r.instances_new} inlined copies"
                               + (f"; most in {where}" if where else "") + f"), over the limit of {limits}",
-                              p.position, t.toolchain, r.name, data=r.to_dict()))
+                              p.position, t.toolchain, r.name, data={**r.to_dict(), "target": t.target}))
     return out
 
 

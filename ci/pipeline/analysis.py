@@ -21,7 +21,9 @@ from toolchains.mca import DEFAULT_MCPU, build_costs
 # Bump when what the analyzer stores changes: builds analyzed by an older version are analyzed
 # again from their cached objects (no rebuild). 0 = symbols and sections only.
 # 4: the likely paths of hot functions (migration 0011). 5: inline cost (0014, ci.pipeline.inline_costs).
-ANALYSIS_VERSION = 5
+# 6: with the link layout of linked targets too (0015, ci.pipeline.link): one version for both, so a
+# build stored with one of them alone is analyzed again.
+ANALYSIS_VERSION = 6
 
 
 @dataclass

@@ -83,10 +83,12 @@ def options_for(targets: list[str]) -> tbuild.BuildOptions:
     return tbuild.BuildOptions()
 
 
-def prune_vmlinux(tree: Path, toolchain: str, config: Config | None, keep: int) -> list[Path]:
-    """Delete all but the ``keep`` newest kept vmlinux files of (tree, toolchain, config)."""
+def prune_vmlinux(tree: Path, toolchain: str, config: Config | None, keep: int,
+                  stored: Callable[[str], bool] = lambda sha: True) -> list[Path]:
+    """Delete all but the ``keep`` newest kept vmlinux files of (tree, toolchain, config), of the
+    commits ``stored(sha)`` says the store already holds."""
     lay = tbuild.layout(tree, toolchain, config or Config(), tbuild.BuildOptions())
-    return retention.prune(lay.objects, keep)
+    return retention.prune(lay.objects, keep, done=stored)
 
 
 def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,

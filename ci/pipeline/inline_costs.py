@@ -22,13 +22,14 @@ from analyzer.elf import load_images
 from analyzer.errors import InputError
 from analyzer.inline_cost import inline_cost
 from analyzer.inline_units import ByUnit, inline_cost_by_unit
+from ci.pipeline.linked import ALLOCATOR_CUS
 from ci.pipeline.unit_cache import UnitCache
 from db.inline_cost import record_of
 from db.models import InlineCostRecord
 from toolchains.targets import parse
 
 WHOLE_KERNEL_LIMIT = 256 << 20         # bytes of .debug_info a vmlinux is read whole up to
-RESTRICTED_UNITS = ("mm/page_alloc.c",)
+RESTRICTED_UNITS = ALLOCATOR_CUS     # past the limit: the allocator's units, as its facts
 
 
 def _debug_info_size(path: Path) -> int:

@@ -17,9 +17,6 @@ from db.models import FindingRow
 from db.store import Store
 from ci.pipeline.linked import is_linked_target
 
-# analysis version of linked targets: 5 stores their link layout (migration 0015); a vmlinux build
-# analyzed by an older version is analyzed again from its kept image
-LINK_VERSION = 5
 CAUSES_KEPT = 12             # causes stored per move (the largest; the by_* sums keep every byte)
 
 

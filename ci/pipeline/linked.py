@@ -1,7 +1,7 @@
 """The analysis of a linked kernel (a ``vmlinux`` target): what the pipeline reads from it.
 
-A defconfig vmlinux is ~700 MB, 200+ MB of it DWARF: decoding all of it costs minutes and
-gigabytes, so the inline facts come from the allocator's own compilation unit only
+A defconfig vmlinux is ~700 MB, 200+ MB of it DWARF: the per-function inline facts (with the
+remarks joined, the likely paths, the findings) come from the allocator's own compilation unit only
 (``mm/page_alloc.c``: the unit-name scan skips every other unit) and the file is mapped, never
 read whole. Symbols and ``size`` totals come from ``ci.pipeline.objects`` like an object's.
 

@@ -87,14 +87,9 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
                       ConfigInfo(done.config_key, config_hash=done.config_hash, config_text=done.config_text),
                       target, status, done.family, done.method, done.seconds, log=done.log,
                       errors=errors, objects=objects, findings=findings,
-                      analysis_version=_version(target) if path is not None else 0,
+                      analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
                       tree_path=str(tree.path))
     return store.record_build(rec, replace=False)     # a result another worker stored first is kept
-
-
-def _version(target: str) -> int:
-    """The analysis version a target's builds are stored with (linked ones also keep link layouts)."""
-    return max(analysis.ANALYSIS_VERSION, link.LINK_VERSION) if link.linked(target) else analysis.ANALYSIS_VERSION
 
 
 def _done(have, wanted_analysis: int) -> bool:
@@ -127,7 +122,7 @@ def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> 
         _, version = builder.toolchain_info(job.toolchain)
     return [t for t in job.targets
             if not _done(store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version),
-                         _version(t))]
+                         analysis.ANALYSIS_VERSION)]
 
 
 def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None) -> str:
@@ -140,7 +135,7 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
         done.source = src
         for t in job.targets:
             have = store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, done.compiler_version)
-            if _done(have, _version(t)):
+            if _done(have, analysis.ANALYSIS_VERSION):
                 stats.stored += 1             # a duplicate delivery or a second worker got there first
                 continue
             _record(store, tree, job.commit, done, t, job.mcpu)
@@ -154,7 +149,10 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
             f"({done.method}, {done.seconds:.1f} s)" + (f": {done.errors[0]}" if done.errors else ""))
     if any(linked.is_linked_target(t) for t in job.targets):
         # the store has what reports need: only the newest vmlinux files of (toolchain, config) stay
-        gone = builder.prune_vmlinux(tree.path, job.toolchain, job.config, job.keep_vmlinux)
+        gone = builder.prune_vmlinux(
+            tree.path, job.toolchain, job.config, job.keep_vmlinux,
+            lambda sha: store.find_build(job.tree, sha, job.toolchain, job.config_key, "vmlinux",
+                                         done.compiler_version) is not None)
         if gone:
             line += f"; removed {len(gone)} older vmlinux file(s) from the cache (keeping {job.keep_vmlinux})"
     return line

@@ -22,6 +22,7 @@ from typing import Callable
 
 from redis.exceptions import ConnectionError as RedisConnectionError, RedisError, TimeoutError as RedisTimeoutError
 
+from ci.pipeline import builder
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
 from ci.queue.jobs import store_key
@@ -61,9 +62,20 @@ def last_error(job) -> str:
     return lines[-1] if lines else "failed on every attempt"
 
 
+JOB_MARGIN = 900              # s past the build's own limit: waiting for the build dir, analysis, store retries
+
+
+def job_timeout(base: int, job: BuildJob) -> int:
+    """RQ's limit for one run of ``job``: ``base``, or the build's own time-out plus a margin when that
+    is longer (``builder.options_for``: 3 h for a vmlinux), so RQ never kills a build kbuild may finish."""
+    own = builder.options_for(list(job.targets)).timeout
+    return max(base, int(own) + JOB_MARGIN) if own else base
+
+
 @dataclass
 class QueuedBuilds:
-    """Stage 2 through RQ: ``attempts`` runs per job before it is parked, ``job_timeout`` seconds per run."""
+    """Stage 2 through RQ: ``attempts`` runs per job before it is parked, ``job_timeout`` seconds per run
+    (at least the build's own limit and a margin: a vmlinux job gets a whole kernel's hours)."""
     redis_url: str
     attempts: int = 3
     job_timeout: int = 3600
@@ -112,7 +124,7 @@ class Run:
         from rq import Retry
         self.queues[job.toolchain].enqueue_call(
             self.cfg.function, args=(job, self.target_store, self.versions[job.toolchain]), job_id=jid,
-            timeout=self.cfg.job_timeout, result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
+            timeout=job_timeout(self.cfg.job_timeout, job), result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
             retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
 
     def job(self, jid: str):

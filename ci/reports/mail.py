@@ -129,7 +129,8 @@ def reasons_block(items: list[Reportable], affected: list[ToolchainReport]) -> l
 def inline_block(t: ToolchainReport, items: list[Reportable], max_rows: int, url: str) -> list[str]:
     """The inline-cost table of a toolchain, when the policy flagged an inline function's growth
     under it (``[report] inline_growth_bytes`` / ``inline_growth_percent``): where the bytes landed."""
-    if t.inline_cost is None or not any(r.kind == Kind.INLINE_GROWTH and r.toolchain == t.toolchain for r in items):
+    if t.inline_cost is None or not any(r.kind == Kind.INLINE_GROWTH and r.toolchain == t.toolchain
+                                        and (r.data or {}).get("target", t.target) == t.target for r in items):
         return []
     lines = inline_lines(t.inline_cost, callees=max(1, max_rows // 8), files=max(1, max_rows // 8), more=url)
     return [f"inlined code, {t.toolchain}, {t.target}:", "", *lines[1:], ""]

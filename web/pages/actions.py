@@ -52,7 +52,15 @@ def _rerun_args(store: Store, commit: Commit) -> list[str]:
     tree = store.tree_path(commit.tree) or commit.tree.removeprefix("linux-")
     rng = f"{commit.parent_sha}..{commit.sha}" if commit.parent_sha else commit.sha
     return ["run", rng, "--tree", tree, "--toolchains", ",".join(tcs), "--targets", ",".join(targets),
-            *context.settings().db_args()[0]]
+            *_config_args(builds), *context.settings().db_args()[0]]
+
+
+def _config_args(builds) -> list[str]:
+    """``--config NAME`` when the stored builds used one named config other than the default (a
+    re-run or bisect of an ``allocator`` commit builds ``allocator`` again, not defconfig)."""
+    from toolchains.kbuild import preset_name
+    names = {preset_name(b.config_key) for b in builds}
+    return ["--config", names.pop()] if len(names) == 1 and None not in names and names != {"defconfig"} else []
 
 
 def start_rerun(rev: str) -> tuple[Job, bool]:
@@ -111,6 +119,8 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
     rng = f"{first.sha}..{last.sha}"
     return (f"bisect {name} {rng} {tc} {' '.join(flag)} {target}",
             ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target,
+             *_config_args([b for b in store.builds_for_commit(last.sha, last.tree)
+                            if b.toolchain == tc and b.target == target]),
              *context.settings().db_args()[0]])
 
 
