@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS pages (
 )"""
 # who is rendering which page right now (one row per key, gone when the page is stored)
 CLAIMS = "CREATE TABLE IF NOT EXISTS rendering (key TEXT PRIMARY KEY, until REAL NOT NULL) WITHOUT ROWID"
-CLAIM_SECONDS = 5.0     # a claim older than this is a renderer that died: the next reader renders
+CLAIM_SECONDS = 10.0    # a claim older than this is a renderer that died: the next reader renders
 WAIT_STEP = 0.005
 LOCK_SECONDS = 2.0
 TOUCH_EVERY = 60.0      # seconds between use-time writes of one page
