@@ -410,3 +410,22 @@ def test_commit_page_shows_vmlinux_beside_the_object(vmlinux_run, tmp_path):
     v = [t for t in api["toolchains"] if t["toolchain"] == "gcc-12" and t["target"] == "vmlinux"]
     assert len(v) == 1 and v[0]["size_text"].splitlines()[2].startswith(numbers)
     assert {r["name"] for r in v[0]["tables"][0]["rows"]} == {r["name"] for r in part["tables"][0]["rows"]}
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_rerun_and_bisect_from_the_dashboard_keep_the_config(vmlinux_run):
+    """The dashboard's re-run and bisect of a commit stored with ``--config allocator`` build
+    ``allocator`` again (not a first defconfig vmlinux)."""
+    from db.store import open_store
+    from toolchains.kbuild import preset_name
+    from web.pages.actions import _config_args
+    _, db, report, _ = vmlinux_run
+    sha = [p for p in report["patches"] if p["position"] == 1][0]["commit"]["sha"]
+    with open_store(db, read_only=True) as store:
+        builds = store.builds_for_commit(sha)
+    assert builds and {preset_name(b.config_key) for b in builds} == {"allocator"}
+    assert _config_args(builds) == ["--config", "allocator"]
+    assert _config_args([b for b in builds if b.toolchain == "gcc-12" and b.target == "vmlinux"]) == \
+        ["--config", "allocator"]
