@@ -211,11 +211,9 @@ class _Symbols:
         return out, outside
 
 
-def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None,
-                engine: str = "auto") -> InlineCost:
-    """The inlined bytes of one ELF file (``cus``: only these compilation units of a vmlinux).
-
-    ``engine``: as :func:`analyzer.dwarf.read_dwarf` (``"auto"``: libdw where it is built)."""
+def open_with_dwarf(path: str | Path):
+    """One ELF file's image and symbol table, refused in one line when it is an archive, stripped or
+    has no DWARF: what inline attribution needs (whole or unit by unit)."""
     images = load_images(path)
     if len(images) != 1:
         raise InputError(f"{path}: archives are not supported here; give one object file")
@@ -225,6 +223,15 @@ def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None
         raise InputError(f"{path}: no symbol table (stripped file)")
     if not has_dwarf(img):
         raise InputError(f"{path}: no DWARF (.debug_info): build with debug info to see inlined code")
+    return img, table
+
+
+def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None,
+                engine: str = "auto") -> InlineCost:
+    """The inlined bytes of one ELF file (``cus``: only these compilation units of a vmlinux).
+
+    ``engine``: as :func:`analyzer.dwarf.read_dwarf` (``"auto"``: libdw where it is built)."""
+    img, table = open_with_dwarf(path)
     dw = read_dwarf(img, table, tuple(cus) if cus else None, engine=engine)
     return attribute(str(path), dw, _Symbols(img, table))
 

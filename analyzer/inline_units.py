@@ -24,7 +24,7 @@ from analyzer.dwarf.read import unit_names as _unit_names
 from analyzer.elf import load_images, read_symtab
 from analyzer.errors import InputError
 from analyzer.inline_cost import (CalleeCost, CallerCost, InlineCost, Unattributed, _Symbols, attribute, finish,
-                                  innermost_segments, relative, source_root)
+                                  innermost_segments, open_with_dwarf, relative, source_root)
 
 UNIT_COST_FORMAT = 1            # bump when UnitCost or the attribution it holds changes meaning
 
@@ -266,15 +266,7 @@ def inline_cost_by_unit(path: str | Path, reuse: Reuse, engine: str = "auto") ->
     returns must be the UnitCost of that very unit content (the caller's key says so); here it is
     checked against the file (the unit's length, its symbols' names and sizes) and a mismatch is
     decoded instead."""
-    images = load_images(path)
-    if len(images) != 1:
-        raise InputError(f"{path}: archives are not supported here; give one object file")
-    img = images[0]
-    table = read_symtab(img)
-    if table is None:
-        raise InputError(f"{path}: no symbol table (stripped file)")
-    if not has_dwarf(img):
-        raise InputError(f"{path}: no DWARF (.debug_info): build with debug info to see inlined code")
+    img, table = open_with_dwarf(path)
     info_size = img.section_by_name(".debug_info").size
     names: dict[int, str | None] = {}
     lengths: dict[int, int] = {}
