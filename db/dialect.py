@@ -27,8 +27,14 @@ def is_url(db: object) -> bool:
 
 
 def redact(url: str) -> str:
-    """The URL without its password: what messages, logs and cache file names may show."""
-    parts = urlsplit(url)
+    """The URL without its password: what messages, logs and cache file names may show. Never
+    raises: a URL urllib cannot parse (a bad port, a broken IPv6 host) has its password masked
+    textually."""
+    try:
+        parts = urlsplit(url)
+        parts.port                       # noqa: B018 - raises ValueError for a port that is no number
+    except ValueError:
+        return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
     if parts.password is None:
         return url
     host = parts.hostname or ""

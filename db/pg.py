@@ -34,11 +34,14 @@ def _psycopg():
     return psycopg
 
 
-def _error(e: Exception, where: str) -> StoreError:
-    """One line for a psycopg error: the server's own message, the URL without its password."""
+def _error(e: Exception, where: str, url: str | None = None) -> StoreError:
+    """One line for a psycopg error: the server's own message, the URL without its password (libpq
+    quotes the whole connection URI, password and all, when it cannot parse it: ``url`` is masked)."""
     psycopg = _psycopg()
     diag = getattr(e, "diag", None)
     msg = (getattr(diag, "message_primary", None) or str(e) or type(e).__name__).strip().splitlines()[0]
+    if url:
+        msg = msg.replace(url, where)
     if isinstance(e, psycopg.OperationalError) and not isinstance(e, psycopg.errors.QueryCanceled):
         return StoreUnavailable(f"{where}: {msg}")
     return StoreError(f"{where}: {msg}")
@@ -109,7 +112,7 @@ class Connection:
             self._c = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                                       application_name="sizewatch", options=options)
         except psycopg.Error as e:
-            raise _error(e, self.where) from None
+            raise _error(e, self.where, url) from None
         _loaders(self._c)
 
     @property

@@ -16,6 +16,7 @@ import sqlite3
 import threading
 import time
 import zlib
+from urllib.parse import urlsplit
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -1322,6 +1323,10 @@ class PgStore(SqliteStore):
         self._Connection = Connection
         self.url = url
         self.path = _dialect.redact(url)
+        try:                                 # a URL psycopg would refuse with a traceback: one line here
+            urlsplit(url).port
+        except ValueError as e:
+            raise StoreError(f"{self.path}: not a usable PostgreSQL URL: {e}") from None
         self.read_only = read_only
         self._local = threading.local()
         self._bot = SqliteBotStore(self)

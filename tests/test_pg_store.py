@@ -451,3 +451,15 @@ def test_the_pipeline_writes_postgresql_and_reports_as_on_sqlite(example_store, 
     again = sw("run", "--series", str(__import__("conftest").EXAMPLE_MBOX), "--toolchains", "gcc-12,clang-19",
                "--db", pg_server.database(template=name))
     assert again.returncode == 0 and again.stdout == sqlite_run.stdout, again.stderr
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:secret@h:xx/d", "postgresql://u:secret@[::1/d",
+                                 "postgresql://u:secret@h:99999/d"])
+def test_a_url_urllib_cannot_parse_is_one_line_without_its_password(url):
+    """A stranger's --db URL with a bad port or a broken IPv6 host: one line, exit 1, no password."""
+    import subprocess
+    from conftest import sizewatch_cmd
+    for args in (["report", "1"], ["history", "f"], ["db", "check"]):
+        p = subprocess.run([*sizewatch_cmd(), *args, "--db", url], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and "secret" not in p.stderr, p.stderr

@@ -9,6 +9,7 @@ coordinators, name one job, and a status line says which build it is.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import TYPE_CHECKING
 
 from analyzer.errors import SizewatchError
@@ -40,8 +41,8 @@ def connect(url: str) -> "Redis":
 
 
 def shown(url: str) -> str:
-    """A URL fit to print: a password in it replaced by ***."""
-    import re
+    """A URL fit to print: a password in it replaced by *** (the store's masking, as the store's
+    messages print it)."""
     return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
 
 
