@@ -50,6 +50,17 @@ def _is_version(path: Path, version: str) -> bool:
         return m.find(f" Debian {version} (".encode()) >= 0
 
 
+def cached() -> Path | None:
+    """A pinned dbg vmlinux already in the cache (the last pinned one found), without downloading:
+    for benches that only use it when someone fetched it before."""
+    found = None
+    for pkg, (version, _sha) in PINNED.items():
+        cand = cache_dir() / "dbg" / pkg / "vmlinux"
+        if cand.is_file() and _is_version(cand, version):
+            found = cand
+    return found
+
+
 def vmlinux(package: str) -> Path:
     """Path of the vmlinux shipped in ``package`` at its pinned version (downloaded, checked and
     extracted on first use)."""

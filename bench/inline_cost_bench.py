@@ -91,13 +91,8 @@ def main() -> None:
         row(f"pfunct {tc} page_alloc.o", ["pfunct", str(obj)], 120)
     if args.no_vmlinux:
         return
-    from bench.dbg_vmlinux import PINNED, _is_version
-    from toolchains.source import cache_dir
-    found = None
-    for pkg, (version, _sha) in PINNED.items():
-        cand = cache_dir() / "dbg" / pkg / "vmlinux"
-        if cand.is_file() and _is_version(cand, version):
-            found = cand
+    from bench.dbg_vmlinux import cached
+    found = cached()
     if found is None:
         print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): vmlinux rows skipped")
         return

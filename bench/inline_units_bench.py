@@ -89,13 +89,8 @@ def tiny(tmp: Path) -> None:
 
 
 def debian(tmp: Path) -> None:
-    from bench.dbg_vmlinux import PINNED, _is_version
-    from toolchains.source import cache_dir
-    found = None
-    for pkg, (version, _sha) in PINNED.items():
-        cand = cache_dir() / "dbg" / pkg / "vmlinux"
-        if cand.is_file() and _is_version(cand, version):
-            found = cand
+    from bench.dbg_vmlinux import cached
+    found = cached()
     if found is None:
         print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): skipped")
         return
