@@ -149,6 +149,23 @@ PAGES = ["/", "/api/", f"/commit/{HEAD}", f"/api/commit/{HEAD}", f"/commit/{HEAD
          "/series/1", "/api/series/1", "/series/1.txt", "/function/split_me", "/build/2/log"]
 
 
+def marked_pages(c, what: str, pages=None) -> list[str]:
+    """Every page answers 200 over a store with damaged ``what`` rows; the pages that read them say
+    so (the header, the JSON's ``unreadable``, a damage note in the HTML). Returns those pages."""
+    marked = []
+    for url in pages or PAGES:
+        r = c.get(url)
+        assert r.status_code == 200, (what, url, r.get_data(as_text=True)[:300])
+        body = r.get_data(as_text=True)
+        if r.headers.get("X-Sizewatch-Unreadable"):
+            marked.append(url)
+            if url.startswith("/api/"):
+                assert any(what in n for n in r.get_json()["unreadable"]), (url, r.get_json()["unreadable"])
+            elif not url.endswith((".txt", "/log")):
+                assert 'class="damaged"' in body and what in body, url
+    return marked
+
+
 @pytest.mark.parametrize("what", list(DAMAGE))
 def test_a_damaged_row_is_shown_unreadable_not_a_500(store_path, tmp_path, what):
     db = tmp_path / "damaged.db"
@@ -159,17 +176,7 @@ def test_a_damaged_row_is_shown_unreadable_not_a_500(store_path, tmp_path, what)
     a.close()
     b.close()
     c = _client(db, token=None, jobs=tmp_path / "jobs")
-    marked = []
-    for url in PAGES:
-        r = c.get(url)
-        assert r.status_code == 200, (what, url, r.get_data(as_text=True)[:300])
-        body = r.get_data(as_text=True)
-        if r.headers.get("X-Sizewatch-Unreadable"):
-            marked.append(url)
-            if url.startswith("/api/"):
-                assert any(what in n for n in r.get_json()["unreadable"]), (url, r.get_json()["unreadable"])
-            elif not url.endswith((".txt", "/log")):
-                assert 'class="damaged"' in body and what in body, url
+    marked = marked_pages(c, what)
     if what in ("counts", "tables"):         # recomputed from the stored findings and symbols: nothing lost
         if what == "counts":
             assert marked == []                # the counts are recomputed without a trace of damage
