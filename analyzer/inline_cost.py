@@ -31,6 +31,7 @@ from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
 from analyzer.dwarf.model import MAX_ORIGIN_HOPS
 from analyzer.elf import function_symbols, load_images, read_symtab
 from analyzer.errors import InputError
+from analyzer.gc_pause import paused_gc
 from analyzer.relocs import symbol_addresses
 
 
@@ -232,8 +233,9 @@ def inline_cost(path: str | Path, cus: tuple[str, ...] | list[str] | None = None
 
     ``engine``: as :func:`analyzer.dwarf.read_dwarf` (``"auto"``: libdw where it is built)."""
     img, table = open_with_dwarf(path)
-    dw = read_dwarf(img, table, tuple(cus) if cus else None, engine=engine)
-    return attribute(str(path), dw, _Symbols(img, table))
+    with paused_gc():
+        dw = read_dwarf(img, table, tuple(cus) if cus else None, engine=engine)
+        return attribute(str(path), dw, _Symbols(img, table))
 
 
 def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
@@ -347,11 +349,16 @@ def finish(path: str, units: int, callees: dict[tuple[str, str | None], CalleeCo
         by_name[name] = by_name.get(name, 0) + 1
     out: dict[str, CalleeCost] = {}
     files: dict[str, FileCost] = {}
-    for (name, decl), c in sorted(callees.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        c.callers = dict(sorted(c.callers.items(), key=lambda kv: (-kv[1], kv[0])))
-        c.units.sort()
+    for (name, decl), c in sorted(callees.items(), key=_by_name_and_file):
+        if len(c.callers) > 1:          # most callees have one caller: nothing to sort
+            c.callers = dict(sorted(c.callers.items(), key=_by_bytes))
+        if len(c.units) > 1:
+            c.units.sort()
         out[name if by_name[name] == 1 else f"{name}@{decl or '?'}"] = c
-        f = files.setdefault(decl or "?", FileCost(decl or "?"))
+        d = decl or "?"
+        f = files.get(d)
+        if f is None:
+            f = files[d] = FileCost(d)
         f.callees += 1
         f.instances += c.instances
         f.bytes += c.bytes
@@ -359,3 +366,11 @@ def finish(path: str, units: int, callees: dict[tuple[str, str | None], CalleeCo
     # decode, unit by unit in a merge)
     return InlineCost(path, units, out, dict(sorted(callers.items())), dict(sorted(files.items())), un,
                       sum(c.bytes for c in out.values()))
+
+
+def _by_name_and_file(kv: tuple[tuple[str, str | None], CalleeCost]) -> tuple[str, str]:
+    return kv[0][0], kv[0][1] or ""
+
+
+def _by_bytes(kv: tuple[str, int]) -> tuple[int, str]:
+    return -kv[1], kv[0]

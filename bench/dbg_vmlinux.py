@@ -101,6 +101,20 @@ def vmlinux(package: str) -> Path:
     return done
 
 
+def main() -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description="Fetch pinned Debian dbg vmlinux files into the sizewatch cache "
+                                             "and print their paths.")
+    ap.add_argument("package", nargs="*", help=f"pinned package names (default: the last two of {', '.join(PINNED)})")
+    args = ap.parse_args()
+    for name in (args.package or list(PINNED)[-2:]):
+        try:
+            print(vmlinux(name))
+        except (Unavailable, OSError, subprocess.CalledProcessError) as e:
+            print(f"dbg_vmlinux: {e}", file=sys.stderr)
+            return 1
+    return 0
+
+
 if __name__ == "__main__":
-    for name in (sys.argv[1:] or list(PINNED)[-2:]):
-        print(vmlinux(name))
+    sys.exit(main())

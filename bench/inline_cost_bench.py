@@ -4,7 +4,8 @@ and ``pfunct`` (dwarves, over libdw) on the same files, in one run.
 Each measured command is its own process (wall time, CPU time (user + sys) and peak RSS from
 ``wait4``'s rusage; a peak RSS carries over exec, so a small tool shows this script's ~40 MB), on:
 - mm/page_alloc.o of the example series (patch 2, gcc-12 and clang-19; built or from the cache);
-- the pinned Debian dbg vmlinux (bench/dbg_vmlinux.py) if it is already in ~/.cache/sizewatch:
+- the pinned Debian dbg vmlinux (bench/dbg_vmlinux.py) if it is already in ~/.cache/sizewatch,
+  and the newest gcc-12 defconfig vmlinux the pipeline kept there (the issue's second file):
   one unit (``--cu mm/page_alloc.c``: what a patch touching one file costs when the unit is
   named) and the whole kernel, each command with a time limit (``--limit``, default 600 s):
   past it the run is stopped and reported as such, not estimated.
@@ -34,8 +35,8 @@ OURS = ("import sys; from analyzer.inline_cost import inline_cost; "
         "r.unattributed.outside_symbols, file=sys.stderr)")
 
 
-def measure(cmd: list[str], limit: float) -> tuple[str, float, float, float, str]:
-    """(status, seconds, CPU seconds, peak RSS in MB, last stderr line) of one process."""
+def measure(cmd: list[str], limit: float, lines: int = 1) -> tuple[str, float, float, float, str]:
+    """(status, seconds, CPU seconds, peak RSS in MB, the last ``lines`` stderr lines) of one process."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     status = "ok"
@@ -55,7 +56,7 @@ def measure(cmd: list[str], limit: float) -> tuple[str, float, float, float, str
     err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
     if status == "ok" and proc.returncode != 0:
         status = f"failed ({proc.returncode})"
-    return status, took, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, err[-1] if err else ""
+    return status, took, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, "\n".join(err[-lines:])
 
 
 def row(label: str, cmd: list[str], limit: float) -> None:
@@ -94,21 +95,38 @@ def main() -> None:
     from bench.dbg_vmlinux import cached
     found = cached()
     if found is None:
-        print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): vmlinux rows skipped")
-        return
-    mb = found.stat().st_size / 1e6
+        print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): its rows skipped")
+    else:
+        vmlinux_rows("Debian vmlinux", found, args, engines)
+    built = defconfig_vmlinux()
+    if built is None:
+        print("no defconfig vmlinux in the cache (bench/inline_units_bench.py --defconfig builds one): its rows skipped")
+    else:
+        vmlinux_rows("defconfig vmlinux", built, args, engines)
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def defconfig_vmlinux() -> Path | None:
+    """The newest gcc-12 defconfig vmlinux the pipeline kept in the cache (DWARF 5: the preset's)."""
+    from toolchains.source import cache_dir
+    found = sorted(cache_dir().glob("objects/gcc-12/defconfig-*/*/vmlinux"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def vmlinux_rows(label: str, path: Path, args: argparse.Namespace, engines: list[str]) -> None:
+    mb = path.stat().st_size / 1e6
+    print(f"{label}: {path} ({mb:.0f} MB)")
     for engine in engines:
-        row(f"inline_cost [{engine}] vmlinux ({mb:.0f} MB) --cu mm/page_alloc.c",
-            ours(engine, str(found), "mm/page_alloc.c"), args.limit)
+        row(f"inline_cost [{engine}] {label} --cu mm/page_alloc.c",
+            ours(engine, str(path), "mm/page_alloc.c"), args.limit)
     if args.no_whole:
         return
-    row("llvm-dwarfdump-19 --debug-info vmlinux (whole)", ["llvm-dwarfdump-19", "--debug-info", str(found)],
+    row(f"llvm-dwarfdump-19 --debug-info {label} (whole)", ["llvm-dwarfdump-19", "--debug-info", str(path)],
         args.limit)
     if not args.no_pfunct:
-        row("pfunct vmlinux (whole)", ["pfunct", str(found)], args.limit)
+        row(f"pfunct {label} (whole)", ["pfunct", str(path)], args.limit)
     for engine in engines:
-        row(f"inline_cost [{engine}] vmlinux (whole)", ours(engine, str(found)), args.limit)
-    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+        row(f"inline_cost [{engine}] {label} (whole)", ours(engine, str(path)), args.limit)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ def record_of(path: str, ic: InlineCost, scope: tuple[str, ...] = ()) -> InlineC
     """What the store keeps of ``ic`` (the inline cost of the object at ``path``)."""
     callees = [InlineCalleeRow(c.name, c.decl_file, c.instances, c.bytes, c.including, c.empty, len(c.units),
                                dict(c.callers)) for c in ic.callees.values()]
-    return InlineCostRecord(path, ic.units, callees, [CallerCost(**c.to_dict()) for c in ic.callers.values()],
-                            [FileCost(**f.to_dict()) for f in ic.files.values()],
+    # copied field by field: asdict's deep copy took 0.5 s for a vmlinux's 45k callers
+    return InlineCostRecord(path, ic.units, callees,
+                            [CallerCost(c.symbol, c.size, c.inlined, c.own, c.undescribed) for c in ic.callers.values()],
+                            [FileCost(f.file, f.callees, f.instances, f.bytes) for f in ic.files.values()],
                             Unattributed(**ic.unattributed.to_dict()), ic.inlined_bytes, tuple(scope))
 
 

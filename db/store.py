@@ -448,14 +448,24 @@ class SqliteStore(Store):
         out.update({n: pending[n] for n in want if n in pending})
         missing = [n for n in want if n not in out]
         if missing:
-            conn.executemany("INSERT OR IGNORE INTO names(name) VALUES (?)", ((n,) for n in missing))
-            for i in range(0, len(missing), 500):
-                chunk = missing[i:i + 500]
-                q = f"SELECT name, id FROM names WHERE name IN ({','.join('?' * len(chunk))})"
-                for name, nid in conn.execute(q, chunk):
-                    out[name] = nid
-                    pending[name] = nid
+            # look up first: a store opened afresh knows most names already (a vmlinux's 75k),
+            # and probing them is cheaper than offering each one to INSERT OR IGNORE
+            self._select_names(conn, missing, out, pending)
+            new = [n for n in missing if n not in out]
+            if new:
+                conn.executemany("INSERT OR IGNORE INTO names(name) VALUES (?)", ((n,) for n in new))
+                self._select_names(conn, new, out, pending)
         return out
+
+    @staticmethod
+    def _select_names(conn: sqlite3.Connection, names: list[str], out: dict[str, int],
+                      pending: dict[str, int]) -> None:
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            q = f"SELECT name, id FROM names WHERE name IN ({','.join('?' * len(chunk))})"
+            for name, nid in conn.execute(q, chunk):
+                out[name] = nid
+                pending[name] = nid
 
     def _tree_id(self, conn: sqlite3.Connection, name: str, path: str = "", url: str = "") -> int:
         conn.execute("INSERT INTO trees(name, path, url) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET "

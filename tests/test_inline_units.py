@@ -17,7 +17,8 @@ from analyzer.errors import InputError
 from analyzer.inline_cost import inline_cost
 from analyzer.inline_units import UnitCost, inline_cost_by_unit, unit_names
 from ci.pipeline.inline_costs import cached_inline_cost
-from ci.pipeline.unit_cache import UnitCache, build_id, object_of
+from ci.pipeline.unit_cache import (SETTLED_NS, UnitCache, _object_sha256, _read_hashes, _write_hashes, build_id,
+                                    object_of)
 
 ENGINES = ["fast"] + (["native"] if native.available() else [])
 
@@ -170,7 +171,18 @@ def test_unit_cost_round_trip():
                                  _bad(symbols=[["g", 10, 4, 3]]),                           # inlined > described
                                  _bad(symbols=[["g", 10, 3, 8]]),                           # disagrees with callees
                                  _bad(symbols=[["h", 10, 4, 8]]),
-                                 _bad(empty_instances=1)])
+                                 _bad(empty_instances=1),
+                                 _bad(callees=[["f", "a.h", True, 4, 6, 0, ["g", 4]]]),     # a bool, not a count
+                                 _bad(callees=[["f", "a.h", 2, 4.0, 6, 0, ["g", 4.0]]]),    # a float
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, ["g", 5, "k", -1]]]),  # a negative caller
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, ["g", 4, "k"]]]),   # odd callers list
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, [7, 4]]]),          # caller not a name
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, ["g", "4"]]]),
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, ["g", 4], 1]]),     # a row too long
+                                 _bad(callees=[["f", "a.h", 2, 4, 6, 0, "g4"]]),
+                                 _bad(symbols=[["g", 10, 4]]),
+                                 _bad(symbols=[["g", 10, True, 8]]),
+                                 _bad(symbols=[["g", -10, 4, 8]])])
 def test_unit_cost_refuses_what_it_did_not_write(bad):
     with pytest.raises(InputError):
         UnitCost.from_dict(bad)
@@ -186,6 +198,40 @@ def test_object_of(tmp_path):
     assert object_of("../x.c", bd, src) is None
     assert object_of(f"{src}/include/linux/mm.h", bd, src) is None
     assert object_of(None, bd, src) is None
+
+
+def test_object_hashes_are_reused_only_while_the_stat_holds(tmp_path):
+    """object_keys' memo: a digest is taken from it only when size, inode, mtime and ctime are
+    those it was taken with and the object had settled before; else the file is read."""
+    import os
+    obj = tmp_path / "a.o"
+    obj.write_bytes(b"one")
+    real = hashlib.sha256(b"one").hexdigest()
+    kept: dict = {}
+    assert _object_sha256(obj, "a.o", {}, kept) == real
+    assert kept["a.o"][5] == real           # remembered with its stat and the time it was hashed
+    st = os.stat(obj)
+    stat4 = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+    settled = max(stat4[2], stat4[3]) + SETTLED_NS
+    # a planted digest proves which path was taken: the memo's (stat holds, settled) ...
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}) == "f" * 64
+    # ... and not when hashed too soon after the write (racily clean), nor once the stat moved
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled - 1, "f" * 64]}, {}) == real
+    os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}) == real
+    obj.write_bytes(b"two")                 # same size, new content
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}) == hashlib.sha256(b"two").hexdigest()
+    assert _object_sha256(tmp_path / "gone.o", "gone.o", {}, {}) is None
+    assert _object_sha256(tmp_path, "dir", {}, {}) is None
+    # the memo file: written whole, read back; damaged or foreign memos are empty
+    memo = tmp_path / "memo.json"
+    _write_hashes(memo, kept)
+    assert _read_hashes(memo) == kept
+    for bad in (b"", b"[]", b'{"format": 2, "objects": {}}', b"\xff", b'{"format": 1, "objects": {"a.o": [1]}}',
+                b'{"format": 1, "objects": {"a.o": [1, 2, 3, 4, 5, "short"]}}'):
+        memo.write_bytes(bad)
+        assert _read_hashes(memo) == {}
+    assert _read_hashes(tmp_path / "missing.json") == {}
 
 
 @pytest.mark.kernel
