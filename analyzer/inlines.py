@@ -153,7 +153,7 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
 
     dw: DwarfFacts | None = None
     if has_dwarf(img):
-        dw = read_dwarf(img, table, cus)
+        dw = read_dwarf(img, table, cus, engine="auto")
         facts.has_dwarf = True
         facts.units = [u.name or "" for u in dw.units]
         facts.producer = next((u.producer for u in dw.units if u.producer), None)

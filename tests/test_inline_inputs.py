@@ -100,6 +100,16 @@ def test_truncated_dwarf(compile_c, tmp_path):
     with pytest.raises(InputError, match="DWARF|debug_info"):
         analyze(bad)
     assert_one_line_error(run_cli(bad), "trunc.o")
+    # every engine refuses it alike: libdw alone would read the unit up to the section's end
+    from analyzer.dwarf import native, read_dwarf
+    from analyzer.elf import read_symtab
+    from analyzer.inline_cost import inline_cost
+    img = load_images(bad)[0]
+    for engine in ["fast", "auto"] + (["native"] if native.available() else []):
+        with pytest.raises(InputError, match=r"unit length 0x[0-9a-f]+ past the end of the section"):
+            read_dwarf(img, read_symtab(img), None, engine=engine)
+    with pytest.raises(InputError, match=r"unit length 0x[0-9a-f]+ past the end of the section"):
+        inline_cost(bad)
 
 
 def test_garbage_dwarf(compile_c, tmp_path):

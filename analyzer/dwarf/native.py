@@ -19,6 +19,7 @@ import struct
 from collections.abc import Iterator
 
 from analyzer.dwarf import lines
+from analyzer.dwarf.encoding import unit_headers
 from analyzer.dwarf.model import CompileUnitFacts, InlinedInstance, Subprogram
 from analyzer.dwarf.walker import Walker
 from analyzer.errors import InputError
@@ -86,6 +87,10 @@ class NativeReader:
             raise InputError("the native DWARF reader is not built (install libdw-dev, then reinstall sizewatch)")
         if not little:
             raise InputError("the native DWARF reader reads little-endian files only")
+        # every unit header within the section, checked as the walker checks it: libdw reads a
+        # unit whose length runs past the section's end up to that end, as if it were whole
+        for _u in unit_headers(sections[".debug_info"], "little"):
+            pass
         size = {n: len(sections[n]) for n in SECTIONS if n in sections}
         # the walker's budgets (analyzer.dwarf.walker): decoded string bytes, and range list
         # entries (at least 16 bytes of a list each in .debug_ranges, 2 in .debug_rnglists)

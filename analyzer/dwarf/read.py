@@ -19,6 +19,7 @@ from analyzer.dwarf.reference import DEBUG_SECTIONS
 from analyzer.dwarf.walker import Walker, scan_unit_names
 from analyzer.elf import ElfImage, SymbolTable
 from analyzer.errors import InputError
+from analyzer.gc_pause import paused_gc
 from analyzer.relocs import relocated_bytes, symbol_addresses
 
 SHF_COMPRESSED = 0x800
@@ -81,16 +82,23 @@ def read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | 
 
     ``engine="fast"`` walks the DIEs with :mod:`analyzer.dwarf.walker`; ``"native"`` with
     elfutils' libdw (:mod:`analyzer.dwarf.native`, where built); ``"auto"`` the native one where
-    it is built and reads the file, else the walker; ``"pyelftools"`` decodes them with
+    it is built and reads the file, else the walker (which also has the last word on a file libdw
+    refuses: its errors name the section and offset); ``"pyelftools"`` decodes them with
     pyelftools (slower; kept as the reference the tests compare with).
     """
+    with paused_gc():
+        return _read_dwarf(img, table, cus, engine)
+
+
+def _read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None, engine: str) -> DwarfFacts:
     if engine == "auto":
         if native_usable(img):
-            from analyzer.dwarf.native import Unsuitable
             try:
                 return _native(img, table, cus)
-            except Unsuitable:
-                pass            # the walker's budgets bound what libdw would not
+            except InputError:
+                # a file libdw refuses, or would read at a cost out of proportion (Unsuitable):
+                # the walker decides, within its budgets, and its message names section and offset
+                pass
         engine = "fast"
     if engine == "native":
         return _native(img, table, cus)
@@ -118,11 +126,10 @@ def read_dwarf_selected(img: ElfImage, table: SymbolTable | None, select: Select
     ``engine`` as :func:`read_dwarf` (no pyelftools)."""
     if engine == "auto":
         if native_usable(img):
-            from analyzer.dwarf.native import Unsuitable
             try:
                 return _native_selected(img, table, select)
-            except Unsuitable:
-                pass
+            except InputError:
+                pass            # as read_dwarf: the walker decides
         engine = "fast"
     if engine == "native":
         return _native_selected(img, table, select)
@@ -144,15 +151,10 @@ def read_dwarf_selected(img: ElfImage, table: SymbolTable | None, select: Select
 def unit_names(img: ElfImage, table: SymbolTable | None) -> list[tuple[int, str | None]]:
     """(offset, DW_AT_name) of every unit, each top DIE read for its name only (libdw where built)."""
     if native_usable(img):
-        from analyzer.dwarf.native import Unsuitable
         try:
-            r = native_reader(img, table)
-            try:
-                return r.unit_names()
-            except InputError as e:
-                raise InputError(f"{img.name}: {e}") from None
-        except Unsuitable:
-            pass
+            return native_reader(img, table).unit_names()
+        except InputError:
+            pass                # as read_dwarf: the walker's scan decides
     raw = load_sections(img, table, (".debug_info", ".debug_abbrev", ".debug_str", ".debug_line_str",
                                      ".debug_str_offsets"))
     try:
