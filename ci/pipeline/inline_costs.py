@@ -1,13 +1,15 @@
 """Where a build's inlined code lands (analyzer.inline_cost, issue 14), as the rows the store keeps.
 
 An object is read whole. A vmlinux is read whole too, kernel-wide attribution being the point, as
-long as its ``.debug_info`` is at most ``WHOLE_KERNEL_LIMIT`` bytes. Measured (2 cores, load ~1.5):
-a tinyconfig+DWARF5 allocator vmlinux (16.6 MB of ``.debug_info``, 453 units) costs 1.6 s and
-166 MB peak RSS (33k store rows); Debian's 6.1 cloud vmlinux (163 MB, 2,172 units) 19 s and
-1.03 GB (231k rows). A defconfig's 214 MB fits under the limit; anything bigger would cost the
-pipeline minutes and gigabytes per build with today's decoder, so it is read restricted to the
-allocator's units (``RESTRICTED_UNITS``) and the store and the report say so (``scope``). Directory targets (a thin archive of
-objects) get none. Files without DWARF or symbols get none: the report says it is not stored.
+long as its ``.debug_info`` is at most ``WHOLE_KERNEL_LIMIT`` bytes. Measured with libdw
+(bench/inline_units_bench.py, 2 cores, load ~1): read whole, the allocator-config vmlinux (505
+units) costs 0.6 s and 126 MB peak RSS, Debian's 6.1 cloud vmlinux (163 MB of ``.debug_info``,
+2,172 units, 231k store rows) 4.0 s and 580 MB, a gcc-12 defconfig (214 MB, 2,683 units) 5.5 s
+and 760 MB; per patch, with the unit cache, 0.2, 1.0 and 1.2 s. Past the limit a file is read
+restricted to the allocator's units (``RESTRICTED_UNITS``) and the store and the report say so
+(``scope``): its memory grows with the DWARF, and nothing bigger was measured. Directory
+targets (a thin archive of objects) get none. Files without DWARF or symbols get none: the
+report says it is not stored.
 
 A vmlinux read whole goes unit by unit when the build left ``unit_keys`` (each unit's object hash,
 :func:`ci.pipeline.unit_cache.object_keys`, taken right after the build): units whose object is
