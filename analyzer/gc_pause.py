@@ -8,7 +8,8 @@ reference cycle. The generational collector still scans them again and again as 
 
 The pause is process-wide (``gc.disable``), so it is counted: threads of one pipeline may pause
 at once, and the collector runs again when the last of them leaves, never while one is inside.
-If the collector was already off when the first entered, it stays off.
+If the collector was already off when the first entered, it stays off. Nothing else in sizewatch
+switches the collector; code that did so during a pause would be overridden when it ends.
 """
 from __future__ import annotations
 
@@ -26,15 +27,18 @@ _was_enabled = False
 def paused_gc() -> Iterator[None]:
     """Run the body with the cyclic collector off (see the module docstring)."""
     global _inside, _was_enabled
-    with _lock:
-        if _inside == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _inside += 1
+    counted = False
     try:
+        with _lock:
+            if _inside == 0:
+                _was_enabled = gc.isenabled()
+                gc.disable()
+            _inside += 1
+            counted = True
         yield
     finally:
-        with _lock:
-            _inside -= 1
-            if _inside == 0 and _was_enabled:
-                gc.enable()
+        if counted:
+            with _lock:
+                _inside -= 1
+                if _inside == 0 and _was_enabled:
+                    gc.enable()

@@ -70,6 +70,8 @@ def row(label: str, code: str, *args: str) -> None:
     result, _nl, peak = last.partition("\n")
     if peak.startswith("peak "):
         rss, last = int(peak.split()[1]) / 1024, result
+    else:                               # failed before printing it: the error's last line
+        last = peak or result
     print(f"{label:52s} {took:7.2f} s {cpu:7.2f} s {rss:7.0f} MB  {status}  {last[:110]}", flush=True)
 
 
@@ -84,7 +86,7 @@ def kernel(tmp: Path, config_name: str) -> None:
     """The example series' base and patch 1 built as vmlinux under ``config_name`` in its persistent
     build dir (kbuild rebuilds the changed objects), then read whole and unit by unit."""
     from ci.pipeline.builder import build
-    from ci.pipeline.unit_cache import object_keys
+    from ci.pipeline.unit_cache import hashes_path, object_keys
     from tests.kernel_images import TOOLCHAIN
     from toolchains.build import BuildOptions, layout
     from toolchains.example import series_commits
@@ -104,13 +106,18 @@ def kernel(tmp: Path, config_name: str) -> None:
         keys = tmp / f"{config_name}-{i}.json"
         keys.write_text(json.dumps(b.unit_keys["vmlinux"]))
         lay = layout(tree, TOOLCHAIN, config, opts)
-        t, c = time.perf_counter(), time.process_time()
-        again = object_keys(path, lay.build_dir, lay.worktree)     # what the build thread took: timed here
-        keys_took, keys_cpu = time.perf_counter() - t, time.process_time() - c
         name = f"{config_name} {'base' if i == 0 else 'patch 1'}"
-        print(f"{name} {sha[:12]}: build {took:.1f} s ({b.method}); {len(b.unit_keys['vmlinux'])} unit keys "
-              f"(object hashes) in {keys_took:.2f} s wall / {keys_cpu:.2f} s CPU"
-              f"{'' if again == b.unit_keys['vmlinux'] else ' (differ!)'}", flush=True)
+        print(f"{name} {sha[:12]}: build {took:.1f} s ({b.method}); {len(b.unit_keys['vmlinux'])} unit keys",
+              flush=True)
+        # the keys again, as the build thread took them: every object read (memo removed), then
+        # with the memo that call left (only objects changed within SETTLED_NS are read)
+        for memo in ("every object read", "memo warm"):
+            if memo == "every object read":
+                hashes_path(lay.build_dir).unlink(missing_ok=True)
+            t, c = time.perf_counter(), time.process_time()
+            again = object_keys(path, lay.build_dir, lay.worktree)
+            print(f"  unit keys, {memo}: {time.perf_counter() - t:.2f} s wall / {time.process_time() - c:.2f} s CPU"
+                  f"{'' if again == b.unit_keys['vmlinux'] else ' (differ!)'}", flush=True)
         row(f"{name}: whole decode", WHOLE, path)
         if i == 0:
             row(f"{name}: by unit, cold (empty cache)", CACHED, path, keys, cache, tmp / "store.db")

@@ -22,6 +22,8 @@ def both(path, engine: str = "fast"):
 def assert_same(ref, fast):
     assert [(u.name, u.comp_dir, u.producer) for u in ref.units] == [(u.name, u.comp_dir, u.producer) for u in fast.units]
     assert ref.subprograms == fast.subprograms
+    # in the same order too: analyze() takes the first declaration it meets
+    assert [list(u.subprograms.items()) for u in ref.units] == [list(u.subprograms.items()) for u in fast.units]
     assert [u.inlined for u in ref.units] == [u.inlined for u in fast.units]
 
 
@@ -111,3 +113,41 @@ def test_native_debian_vmlinux():
     whole = read_dwarf(img, table, engine="native")
     assert len(whole.units) > 2000
     assert_same(read_dwarf(img, table, engine="fast"), whole)
+
+
+def test_the_walker_takes_over_a_file_libdw_refuses(compile_c, monkeypatch):
+    """engine "auto": when libdw refuses a file part-way (here: every unit), the walker reads it
+    and gives the same facts; a selected decode asks its ``select`` once (a per-unit cache's
+    lookups are not repeated)."""
+    from analyzer.dwarf import read as rd
+    from analyzer.dwarf import load_sections, scan_unit_names
+    from analyzer.errors import InputError
+    obj = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="refused.o")
+    img = load_images(obj)[0]
+    table = read_symtab(img)
+
+    class Refusing:
+        def unit_names(self):
+            return scan_unit_names(load_sections(img, table), img.little)
+
+        def unit(self, _offset):
+            raise InputError("corrupt DWARF (libdw: refused for the test)")
+
+        def units(self, _wanted=None):
+            raise InputError("corrupt DWARF (libdw: refused for the test)")
+
+    monkeypatch.setattr(rd, "native_usable", lambda _img: True)
+    monkeypatch.setattr(rd, "native_reader", lambda _img, _table: Refusing())
+    asked = []
+
+    def select(units):
+        asked.append(len(units))
+        return {off for off, _name in units}
+
+    dw, by_off = rd.read_dwarf_selected(img, table, select, engine="auto")
+    assert len(asked) == 1 and by_off
+    walked = read_dwarf(img, table, engine="fast")
+    assert [u.inlined for u in dw.units] == [u.inlined for u in walked.units]
+    assert read_dwarf(img, table, engine="auto").subprograms == walked.subprograms
+    with pytest.raises(InputError, match="refused for the test"):
+        read_dwarf(img, table, engine="native")

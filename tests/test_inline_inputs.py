@@ -112,6 +112,35 @@ def test_truncated_dwarf(compile_c, tmp_path):
         inline_cost(bad)
 
 
+def test_debug_info_without_bytes(compile_c, tmp_path):
+    """.debug_info made SHT_NOBITS: no units to read, and every engine and command says so
+    calmly (libdw's engine once raised a KeyError here)."""
+    from elftools.elf.elffile import ELFFile
+    from analyzer.dwarf import native, read_dwarf
+    from analyzer.elf import read_symtab
+    from analyzer.inline_cost import inline_cost
+    obj = compile_c("gcc-12", FIXTURES / "inline_cases.c", name="nobits.o")
+    bad = tmp_path / "nobits.o"
+    shutil.copy(obj, bad)
+    with open(bad, "rb") as f:
+        elf = ELFFile(f)
+        idx = next(i for i, sec in enumerate(elf.iter_sections()) if sec.name == ".debug_info")
+        where = elf["e_shoff"] + idx * elf["e_shentsize"] + 4
+    data = bytearray(bad.read_bytes())
+    struct.pack_into("<I", data, where, 8)                      # sh_type = SHT_NOBITS
+    bad.write_bytes(data)
+    img = load_images(bad)[0]
+    for engine in ["fast", "auto"] + (["native"] if native.available() else []):
+        try:
+            assert read_dwarf(img, read_symtab(img), None, engine=engine).units == []
+        except InputError as e:
+            assert "\n" not in str(e) and str(e).startswith(f"{img.name}: ")
+    assert inline_cost(bad).units == 0
+    analyze(bad)
+    r = run_cli(bad)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
 def test_garbage_dwarf(compile_c, tmp_path):
     obj = compile_c("clang-19", FIXTURES / "inline_cases.c", name="garbage.o")
     bad = tmp_path / "garbage.o"

@@ -17,8 +17,8 @@ from analyzer.errors import InputError
 from analyzer.inline_cost import inline_cost
 from analyzer.inline_units import UnitCost, inline_cost_by_unit, unit_names
 from ci.pipeline.inline_costs import cached_inline_cost
-from ci.pipeline.unit_cache import (SETTLED_NS, UnitCache, _object_sha256, _read_hashes, _write_hashes, build_id,
-                                    object_of)
+from ci.pipeline.unit_cache import (SETTLED_NS, UnitCache, _fs_now, _object_sha256, _read_hashes, _write_hashes,
+                                    build_id, hashes_path, object_of)
 
 ENGINES = ["fast"] + (["native"] if native.available() else [])
 
@@ -207,24 +207,29 @@ def test_object_hashes_are_reused_only_while_the_stat_holds(tmp_path):
     obj = tmp_path / "a.o"
     obj.write_bytes(b"one")
     real = hashlib.sha256(b"one").hexdigest()
+    stamp = _fs_now(tmp_path)
+    assert stamp is not None and abs(stamp - obj.stat().st_mtime_ns) < 60 * 10**9
     kept: dict = {}
-    assert _object_sha256(obj, "a.o", {}, kept) == real
-    assert kept["a.o"][5] == real           # remembered with its stat and the time it was hashed
+    assert _object_sha256(obj, "a.o", {}, kept, stamp) == real
+    assert kept["a.o"][4:] == [stamp, real]     # remembered with its stat and the time before hashing
+    assert _object_sha256(obj, "a.o", {}, (unstamped := {}), None) == real and unstamped == {}
     st = os.stat(obj)
     stat4 = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
     settled = max(stat4[2], stat4[3]) + SETTLED_NS
     # a planted digest proves which path was taken: the memo's (stat holds, settled) ...
-    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}) == "f" * 64
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}, stamp) == "f" * 64
     # ... and not when hashed too soon after the write (racily clean), nor once the stat moved
-    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled - 1, "f" * 64]}, {}) == real
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled - 1, "f" * 64]}, {}, stamp) == real
     os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}) == real
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}, stamp) == real
     obj.write_bytes(b"two")                 # same size, new content
-    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}) == hashlib.sha256(b"two").hexdigest()
-    assert _object_sha256(tmp_path / "gone.o", "gone.o", {}, {}) is None
-    assert _object_sha256(tmp_path, "dir", {}, {}) is None
-    # the memo file: written whole, read back; damaged or foreign memos are empty
-    memo = tmp_path / "memo.json"
+    assert _object_sha256(obj, "a.o", {"a.o": stat4 + [settled, "f" * 64]}, {}, stamp) == hashlib.sha256(b"two").hexdigest()
+    assert _object_sha256(tmp_path / "gone.o", "gone.o", {}, {}, stamp) is None
+    assert _object_sha256(tmp_path, "dir", {}, {}, stamp) is None
+    os.mkfifo(tmp_path / "fifo.o")          # never opened for reading (it would block)
+    assert _object_sha256(tmp_path / "fifo.o", "fifo.o", {}, {}, stamp) is None
+    # the memo file: written whole, read back; damaged, foreign or not-a-file memos are empty
+    memo = tmp_path / "memo" / "m.json"
     _write_hashes(memo, kept)
     assert _read_hashes(memo) == kept
     for bad in (b"", b"[]", b'{"format": 2, "objects": {}}', b"\xff", b'{"format": 1, "objects": {"a.o": [1]}}',
@@ -232,6 +237,15 @@ def test_object_hashes_are_reused_only_while_the_stat_holds(tmp_path):
         memo.write_bytes(bad)
         assert _read_hashes(memo) == {}
     assert _read_hashes(tmp_path / "missing.json") == {}
+    memo.unlink()
+    os.mkfifo(memo)
+    assert _read_hashes(memo) == {}         # not blocking
+    memo.unlink()
+    memo.symlink_to("/dev/zero")
+    assert _read_hashes(memo) == {}         # not endless
+    # kept under the cache, one file per build dir, never in the build dir itself
+    assert hashes_path(tmp_path / "b1") != hashes_path(tmp_path / "b2")
+    assert tmp_path not in hashes_path(tmp_path / "b1").parents
 
 
 @pytest.mark.kernel

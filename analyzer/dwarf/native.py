@@ -89,7 +89,7 @@ class NativeReader:
             raise InputError("the native DWARF reader reads little-endian files only")
         # every unit header within the section, checked as the walker checks it: libdw reads a
         # unit whose length runs past the section's end up to that end, as if it were whole
-        for _u in unit_headers(sections[".debug_info"], "little"):
+        for _u in unit_headers(sections.get(".debug_info", b""), "little"):   # absent: NOBITS
             pass
         size = {n: len(sections[n]) for n in SECTIONS if n in sections}
         # the walker's budgets (analyzer.dwarf.walker): decoded string bytes, and range list

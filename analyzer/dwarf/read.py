@@ -94,14 +94,16 @@ def _read_dwarf(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] |
     if engine == "auto":
         if native_usable(img):
             try:
-                return _native(img, table, cus)
+                units = _native(img, table, cus)
             except InputError:
                 # a file libdw refuses, or would read at a cost out of proportion (Unsuitable):
                 # the walker decides, within its budgets, and its message names section and offset
                 pass
+            else:
+                return _facts(img, units, cus)      # (a unit not found is said once, here)
         engine = "fast"
     if engine == "native":
-        return _native(img, table, cus)
+        return _facts(img, _native(img, table, cus), cus)
     raw = load_sections(img, table)
     try:
         wanted = ({off for off, name in scan_unit_names(raw, img.little) if cu_matches(name, cus)}
@@ -124,13 +126,24 @@ def read_dwarf_selected(img: ElfImage, table: SymbolTable | None, select: Select
     unit header, in file order; each top DIE read for its name only): what a per-unit cache decodes
     when most units are known already. Returns the facts and the decoded units by offset.
     ``engine`` as :func:`read_dwarf` (no pyelftools)."""
+    chosen: list[set[int]] = []
+    asked = select
+
+    def once(units: list[tuple[int, str | None]]) -> set[int]:
+        """``select`` asked once, whichever engine reads the units (a cache's lookups are not
+        repeated when the walker takes over from libdw)."""
+        if not chosen:
+            chosen.append(asked(units))
+        return chosen[0]
+
     if engine == "auto":
         if native_usable(img):
             try:
-                return _native_selected(img, table, select)
+                return _native_selected(img, table, once)
             except InputError:
                 pass            # as read_dwarf: the walker decides
         engine = "fast"
+    select = once
     if engine == "native":
         return _native_selected(img, table, select)
     if engine != "fast":
@@ -213,14 +226,13 @@ def _give_back_pages(img: ElfImage) -> None:
             pass
 
 
-def _native(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None) -> DwarfFacts:
+def _native(img: ElfImage, table: SymbolTable | None, cus: tuple[str, ...] | None) -> list[CompileUnitFacts]:
     r = native_reader(img, table)
     try:
         wanted = {off for off, name in r.unit_names() if cu_matches(name, cus)} if cus else None
-        units = list(r.units(wanted))
+        return list(r.units(wanted))
     except InputError as e:
         raise InputError(f"{img.name}: {e}") from None
-    return _facts(img, units, cus)
 
 
 def _walk(raw: dict[str, bytes], little: bool, wanted: set[int] | None) -> list[CompileUnitFacts]:

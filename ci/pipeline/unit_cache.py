@@ -6,7 +6,7 @@ changed ``.o``: a unit's key is the SHA-256 of ``<build_dir>/<unit>.o`` (with th
 :data:`analyzer.inline_units.UNIT_COST_FORMAT`), taken only while the build dir is locked and its
 ``vmlinux`` is the very file analysed (same GNU build-id), so the objects hashed are the ones linked.
 Units without an object there (generated or missing) have no key and are decoded each time.
-The digests are remembered in the build dir with each object's stat, so only objects kbuild
+The digests are remembered under the cache with each object's stat, so only objects kbuild
 rewrote are read again (:func:`object_keys`).
 
 The entries (:class:`UnitCache`) are JSON files under ``<sizewatch cache>/inline-units``, written
@@ -22,11 +22,11 @@ import os
 import stat
 import struct
 import tempfile
-import time
 from pathlib import Path, PurePosixPath
 
 from analyzer.elf import load_images
 from analyzer.errors import InputError
+from analyzer.files import read_input
 from analyzer.inline_units import UNIT_COST_FORMAT, UnitCost, unit_names
 from toolchains.kbuild import prepare_lock
 from toolchains.locks import file_lock
@@ -177,8 +177,14 @@ def linked_here(vmlinux: Path, build_dir: Path) -> bool:
     return mine is not None and build_id(build_dir / "vmlinux") == mine
 
 
-HASHES_FILE = ".sizewatch-object-sha256.json"    # in the build dir: (stat, SHA-256) of each object hashed
 SETTLED_NS = 2_000_000_000          # an object is trusted by its stat only if unchanged this long before hashing
+
+
+def hashes_path(build_dir: Path) -> Path:
+    """Where :func:`object_keys` remembers a build dir's object digests: under the sizewatch cache,
+    which a sandboxed build cannot see (a memo in the build dir could be planted by the build)."""
+    name = hashlib.sha256(str(Path(build_dir).resolve()).encode()).hexdigest()[:32]
+    return cache_dir() / "object-hashes" / f"{name}.json"
 
 
 def object_keys(vmlinux: Path, build_dir: Path, source_dir: Path | None) -> dict[str, str] | None:
@@ -188,10 +194,11 @@ def object_keys(vmlinux: Path, build_dir: Path, source_dir: Path | None) -> dict
     another build of that dir can start.
 
     A defconfig's 2,682 objects take 0.9 s to hash; a one-file patch rewrites a handful. Each
-    digest is kept in the build dir (:data:`HASHES_FILE`) with the object's stat (size, inode,
-    mtime and ctime in ns) and reused while the stat is unchanged, as git's index does; an object
-    written within :data:`SETTLED_NS` of its hashing is hashed again next time (git's "racily
-    clean" rule: a rewrite in the same clock tick would keep its times)."""
+    digest is remembered (:func:`hashes_path`) with the object's stat (size, inode, mtime and
+    ctime in ns) and reused while the stat is unchanged, as git's index does; an object changed
+    within :data:`SETTLED_NS` before its hashing is hashed again next time (git's "racily clean"
+    rule: a rewrite in the same clock tick would keep its times). "Before" is read from the build
+    dir's own filesystem clock (a file made there), not this host's."""
     with file_lock(prepare_lock(build_dir)):
         if not linked_here(vmlinux, build_dir):
             return None
@@ -199,24 +206,45 @@ def object_keys(vmlinux: Path, build_dir: Path, source_dir: Path | None) -> dict
             names = unit_names(vmlinux)
         except InputError:
             return None
-        memo = _read_hashes(build_dir / HASHES_FILE)
+        memo_path = hashes_path(build_dir)
+        memo = _read_hashes(memo_path)
+        stamp = _fs_now(build_dir)
         kept: dict[str, list] = {}
         keys: dict[str, str] = {}
         for name in names:
             obj = object_of(name, build_dir, source_dir)
             if obj is None or name is None or name in keys:
                 continue
-            digest = _object_sha256(obj, str(obj.relative_to(build_dir)), memo, kept)
+            digest = _object_sha256(obj, str(obj.relative_to(build_dir)), memo, kept, stamp)
             if digest is not None:
                 keys[name] = hashlib.sha256(f"{UNIT_COST_FORMAT}\0{name}\0{digest}".encode()).hexdigest()
         if not linked_here(vmlinux, build_dir):
             return None
-        _write_hashes(build_dir / HASHES_FILE, kept)
+        _write_hashes(memo_path, kept)
         return keys
 
 
-def _object_sha256(obj: Path, rel: str, memo: dict[str, list], kept: dict[str, list]) -> str | None:
-    """The object's SHA-256: the memo's when its stat is unchanged and was settled, else read."""
+def _fs_now(directory: Path) -> int | None:
+    """The filesystem's "now" in ns, as it stamps a file made in ``directory`` (None: cannot)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sizewatch-stamp-")
+    except OSError:
+        return None
+    try:
+        return os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _object_sha256(obj: Path, rel: str, memo: dict[str, list], kept: dict[str, list],
+                   stamp: int | None) -> str | None:
+    """The object's SHA-256: the memo's when its stat is unchanged and had settled when it was
+    hashed, else read (and remembered when ``stamp``, the filesystem's time before this round of
+    hashing, is known). None: not a regular file, or unreadable."""
     try:
         st = os.stat(obj)
     except OSError:
@@ -228,17 +256,22 @@ def _object_sha256(obj: Path, rel: str, memo: dict[str, list], kept: dict[str, l
     if got is not None and got[:4] == now and got[4] - max(now[2], now[3]) >= SETTLED_NS:
         kept[rel] = got
         return got[5]
-    hashed_at = time.time_ns()
     h = hashlib.sha256()
-    try:
-        with open(obj, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-            after = os.fstat(f.fileno())
+    try:            # not blocking on a FIFO put there after the stat above; regular files only
+        fd = os.open(obj, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    if [after.st_size, after.st_ino, after.st_mtime_ns, after.st_ctime_ns] == now:
-        kept[rel] = now + [hashed_at, h.hexdigest()]
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+            after = os.fstat(fd)
+        except OSError:
+            return None
+    if stamp is not None and [after.st_size, after.st_ino, after.st_mtime_ns, after.st_ctime_ns] == now:
+        kept[rel] = now + [stamp, h.hexdigest()]
     return h.hexdigest()
 
 
@@ -247,8 +280,8 @@ def _read_hashes(path: Path) -> dict[str, list]:
     try:
         if path.stat().st_size > ENTRY_LIMIT:
             return {}
-        d = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        d = json.loads(read_input(path))
+    except (OSError, InputError, ValueError, RecursionError):
         return {}
     if type(d) is not dict or d.get("format") != 1 or type(d.get("objects")) is not dict:
         return {}
@@ -258,8 +291,9 @@ def _read_hashes(path: Path) -> dict[str, list]:
 
 
 def _write_hashes(path: Path, kept: dict[str, list]) -> None:
-    """Written atomically; a build dir that cannot take it only costs the hashing next time."""
+    """Written atomically; a cache that cannot take it only costs the hashing next time."""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-hashes-")
     except OSError:
         return
