@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import sqlite3
 import sys
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import web_bench  # noqa: E402
-from benchstore import BENCH_TREE, large_store, seed_store  # noqa: E402
+from benchstore import large_store, seed_store  # noqa: E402
 from db.store import open_store  # noqa: E402
 from web.settings import WebSettings  # noqa: E402
 
@@ -91,22 +90,7 @@ def main() -> None:
     t0 = time.monotonic()
     path = large_store(commits=args.commits, toolchains=args.toolchains, seed=seed, log=lambda s: None)
     print(f"sqlite store: {path} ({os.path.getsize(path) / 1e6:.0f} MB, ready in {time.monotonic() - t0:.0f} s)")
-    with open_store(path) as store:
-        commits = [c.sha for c in store.list_commits(limit=args.commits, tree=BENCH_TREE)]
-        series = [s.id for s in store.list_series(limit=1000, tree=BENCH_TREE)]
-        n_tc = len({b.toolchain for b in store.builds_for_commit(commits[0])})
-    rnd = random.Random(6)
-    picks = [rnd.choice(commits) for _ in range(200)]
-    pages = [
-        ("index", "index (20 commits, 6 series)", ["/"]),
-        ("series", "series page (10 patches)", [f"/series/{rnd.choice(series)}" for _ in range(200)]),
-        ("patch", "patch page", [f"/commit/{s}" for s in picks]),
-        ("text", "patch as text", [f"/commit/{s}.txt" for s in picks]),
-        ("json", "patch as JSON", [f"/api/commit/{s}" for s in picks]),
-        ("function", f"function page ({len(commits) * n_tc:,} points)", ["/function/get_page_from_freelist"]),
-        ("function1", "function page, one toolchain", ["/function/get_page_from_freelist?toolchain=clang-19"]),
-        ("matrix", "toolchain matrix", [f"/matrix/{s}" for s in picks]),
-    ]
+    _commits, _n_tc, _picks, pages = web_bench.page_plan(path, args.commits)
     if args.pages:
         keep = set(args.pages.split(","))
         pages = [p for p in pages if p[0] in keep]

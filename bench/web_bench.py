@@ -228,6 +228,28 @@ def measure(name: str, proc: subprocess.Popen, base: str, db: Path, pages: list[
     return out
 
 
+def page_plan(path: Path, commits: int) -> tuple[list[str], int, list[str], list[tuple[str, str, list[str]]]]:
+    """(commits, toolchains per commit, the commits picked, the pages measured as (key, label, URLs))
+    of the bench store at ``path``, drawn with one seed: every bench asks for the same pages."""
+    with open_store(path) as store:               # migrations applied here, not during the first request
+        shas = [c.sha for c in store.list_commits(limit=commits, tree=BENCH_TREE)]
+        series = [s.id for s in store.list_series(limit=1000, tree=BENCH_TREE)]
+        n_tc = len({b.toolchain for b in store.builds_for_commit(shas[0])})
+    rnd = random.Random(6)
+    picks = [rnd.choice(shas) for _ in range(200)]
+    pages = [
+        ("index", "index (20 commits, 6 series)", ["/"]),
+        ("series", "series page (10 patches)", [f"/series/{rnd.choice(series)}" for _ in range(200)]),
+        ("patch", "patch page", [f"/commit/{s}" for s in picks]),
+        ("text", "patch as text", [f"/commit/{s}.txt" for s in picks]),
+        ("json", "patch as JSON", [f"/api/commit/{s}" for s in picks]),
+        ("function", f"function page ({len(shas) * n_tc:,} points)", ["/function/get_page_from_freelist"]),
+        ("function1", "function page, one toolchain", ["/function/get_page_from_freelist?toolchain=clang-19"]),
+        ("matrix", "toolchain matrix", [f"/matrix/{s}" for s in picks]),
+    ]
+    return shas, n_tc, picks, pages
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=int, default=5)
@@ -243,22 +265,7 @@ def main() -> None:
         sys.exit("bench: wrk missing (scripts/install.sh installs it)")
     seed = seed_store(toolchains=[t for t in MATRIX if shutil.which(t)])
     path = large_store(commits=args.commits, toolchains=args.toolchains, seed=seed, log=lambda s: None)
-    with open_store(path) as store:               # migrations applied here, not during the first request
-        commits = [c.sha for c in store.list_commits(limit=args.commits, tree=BENCH_TREE)]
-        series = [s.id for s in store.list_series(limit=1000, tree=BENCH_TREE)]
-        n_tc = len({b.toolchain for b in store.builds_for_commit(commits[0])})
-    rnd = random.Random(6)
-    picks = [rnd.choice(commits) for _ in range(200)]
-    pages = [
-        ("index", "index (20 commits, 6 series)", ["/"]),
-        ("series", "series page (10 patches)", [f"/series/{rnd.choice(series)}" for _ in range(200)]),
-        ("patch", "patch page", [f"/commit/{s}" for s in picks]),
-        ("text", "patch as text", [f"/commit/{s}.txt" for s in picks]),
-        ("json", "patch as JSON", [f"/api/commit/{s}" for s in picks]),
-        ("function", f"function page ({len(commits) * n_tc:,} points)", ["/function/get_page_from_freelist"]),
-        ("function1", "function page, one toolchain", ["/function/get_page_from_freelist?toolchain=clang-19"]),
-        ("matrix", "toolchain matrix", [f"/matrix/{s}" for s in picks]),
-    ]
+    commits, n_tc, picks, pages = page_plan(path, args.commits)
     modes = [m for m in args.modes.split(",") if m]
     if not set(modes) <= {"warm", "cold", "herd", "write"}:
         sys.exit(f"bench: --modes {args.modes}: expected warm, cold, herd, write")

@@ -298,20 +298,10 @@ def test_one_bot_per_store(pg_url):
 def hostile_db(compile_c, pg_server):
     """test_web_hostile's store (two real builds, a comparison, a series), written to PostgreSQL
     through the store's API: a template the damage tests copy."""
-    from test_web_hostile import BASE, FIXTURES, HEAD, _record
-    from ci.reports.model import compute_tables
-    from db import bloat_tables
-    from db.models import FindingRow, Series, SeriesPatch
-    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="web-hostile-a.o")
-    b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="web-hostile-b.o")
+    from test_web_hostile import fill
     url = pg_server.database()
     s = open_store(url)
-    b1 = s.record_build(_record(BASE, None, a))
-    b2 = s.record_build(_record(HEAD, BASE, b))
-    s.record_comparison(b2, b1, [FindingRow("newly_out_of_line", "split_me", "warning", "split_me: out")],
-                        bloat_tables.to_stored(compute_tables(s, b1, b2)))
-    s.record_series(Series("t", "<cover@x>", "[PATCH 0/1] s", base_sha=BASE,
-                           patches=[SeriesPatch(1, "p1", commit_sha=HEAD)]))
+    fill(s, compile_c)
     s.close()
     return url.rsplit("/", 1)[1]
 

@@ -33,20 +33,25 @@ def _record(sha: str, parent: str | None, obj: Path, status: str = "ok") -> Buil
                        else [], analysis_version=1)
 
 
-@pytest.fixture(scope="module")
-def store_path(compile_c, tmp_path_factory) -> Path:
-    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="web-hostile-a.o")
-    b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="web-hostile-b.o")
-    db = tmp_path_factory.mktemp("webhostile") / "store.db"
-    s = open_store(db)
-    b1 = s.record_build(_record(BASE, None, a))
-    b2 = s.record_build(_record(HEAD, BASE, b))
+def fill(s, compile_c) -> None:
+    """The template store the damage tests copy, written through the store's API (sqlite or
+    PostgreSQL): two builds, their comparison and a one-patch series."""
     from ci.reports.model import compute_tables
     from db import bloat_tables
+    a = compile_c("gcc-12", FIXTURES / "symbols.c", name="web-hostile-a.o")
+    b = compile_c("gcc-12", FIXTURES / "symbols.c", "-DV=2", name="web-hostile-b.o")
+    b1 = s.record_build(_record(BASE, None, a))
+    b2 = s.record_build(_record(HEAD, BASE, b))
     s.record_comparison(b2, b1, [FindingRow("newly_out_of_line", "split_me", "warning", "split_me: out")],
                         bloat_tables.to_stored(compute_tables(s, b1, b2)))
     s.record_series(Series("t", "<cover@x>", "[PATCH 0/1] s", base_sha=BASE,
                            patches=[SeriesPatch(1, "p1", commit_sha=HEAD)]))
+
+
+@pytest.fixture(scope="module")
+def store_path(compile_c, tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("webhostile") / "store.db"
+    fill(open_store(db), compile_c)
     return db
 
 
