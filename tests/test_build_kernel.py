@@ -20,6 +20,7 @@ import pytest
 
 from analyzer.elf import load_images
 from buildtrees import Listener, commit_on, edit, hostile_lines
+from toolchains import presets
 from toolchains.build import BuildOptions, build_commit, layout
 from toolchains.example import series_commits
 from toolchains.kbuild import Config, make_cmd, preset
@@ -218,6 +219,24 @@ def test_tinyconfig(series, tmp_path):
         cu = next(elf.get_dwarf_info().iter_CUs())
         assert cu.header["version"] == 5
     assert b.build_dir.name == f"gcc-12-{cfg.key}" and cfg.key.startswith("tinyconfig-")
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_every_named_config_compiles_at_O2(series, name):
+    """Every named config builds mm/page_alloc.o at -O2, as every distro kernel does: its built
+    .config says CC_OPTIMIZE_FOR_PERFORMANCE and kbuild's own record of the compile command
+    (mm/.page_alloc.o.cmd) has -O2 and no -Os. tinyconfig selects -Os; the allocator config
+    inherited it unnoticed once, and every allocator result showed -Os inlining."""
+    tree, (base, _, _) = series
+    b = build_commit(tree, base, "gcc-12", [PA], preset(name), options=BuildOptions(reports=False))
+    assert b.status == "ok", b.errors
+    config = (b.build_dir / ".config").read_text().splitlines()
+    assert "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE=y" in config, name
+    assert "# CONFIG_CC_OPTIMIZE_FOR_SIZE is not set" in config, name
+    cmd = (b.build_dir / "mm" / ".page_alloc.o.cmd").read_text().splitlines()[0]
+    assert cmd.startswith("cmd_mm/page_alloc.o :="), cmd[:80]
+    flags = cmd.split()
+    assert "-O2" in flags and "-Os" not in flags, (name, [f for f in flags if f.startswith("-O")])
 
 
 def test_directory_target(series, tmp_path, sizediff, bloat_o_meter):

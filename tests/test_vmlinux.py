@@ -31,8 +31,9 @@ def test_configs_are_data_beside_the_registry():
     assert PRESETS["defconfig"] == Config()                     # the default build dirs keep their key
     a = preset("allocator")
     assert a.base == "tinyconfig" and a.key.startswith("allocator-")
-    for opt in ("64BIT", "SMP", "NUMA", "MIGRATION", "COMPACTION", "CMA", "CGROUPS", "MEMCG",
-                "TRANSPARENT_HUGEPAGE", "PRINTK", "MODULES", "DEBUG_KERNEL", "DEBUG_INFO_DWARF5"):
+    for opt in ("CC_OPTIMIZE_FOR_PERFORMANCE", "64BIT", "SMP", "NUMA", "MIGRATION", "COMPACTION", "CMA",
+                "CGROUPS", "MEMCG", "TRANSPARENT_HUGEPAGE", "PRINTK", "MODULES", "DEBUG_KERNEL",
+                "DEBUG_INFO_DWARF5", "PVH", "BLK_DEV_INITRD", "SERIAL_8250_CONSOLE"):
         assert f"CONFIG_{opt}=y" in a.fragment, opt
     assert "# CONFIG_DEBUG_INFO_NONE is not set" in a.fragment
 
