@@ -14,6 +14,8 @@
  *     E <order>                          the window ended
  * Counters are keyed by address: TCG translates an address again after a TB flush or text
  * patching (ftrace, alternatives, jump labels), and the same counter is reused.
+ * With whole=1 the markers are ignored and every counter since boot is written at exit as
+ * window 255 (what the tests compare with QEMU's own -d exec log).
  * One vCPU (-smp 1): the inline adds are not atomic.
  */
 #include <glib.h>
@@ -43,6 +45,7 @@ static FILE *out;
 static int open_window = -1;
 static uint64_t max_counters = 8u << 20;   /* 8 Mi distinct instructions: far past a kernel's text */
 static size_t n_counters;
+static int whole;                    /* whole=1: never zero, dump everything at exit as window 255 */
 
 static Counter *counter_for(uint64_t vaddr, uint32_t size)
 {
@@ -88,7 +91,7 @@ static void on_marker(unsigned int vcpu, void *udata)
     unsigned int mark = (unsigned int)(uintptr_t)udata;
     unsigned int phase = (mark >> 8) & 0xff, order = mark & 0xff;
 
-    if (!out)
+    if (!out || whole)
         return;
     if (phase == 1) {
         for_each_counter(zero);
@@ -139,6 +142,11 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 static void at_qemu_exit(qemu_plugin_id_t id, void *p)
 {
+    if (out && whole) {
+        fprintf(out, "W 255\n");
+        for_each_counter(dump);
+        fprintf(out, "E 255\n");
+    }
     if (out) {
         fclose(out);
         out = NULL;
@@ -153,6 +161,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (int i = 0; i < argc; i++) {
         if (strncmp(argv[i], "out=", 4) == 0)
             path = argv[i] + 4;
+        else if (strcmp(argv[i], "whole=1") == 0)
+            whole = 1;
         else if (strncmp(argv[i], "max=", 4) == 0)
             max_counters = strtoull(argv[i] + 4, NULL, 10);
         else {

@@ -16,9 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +33,8 @@ EXIT_PORT = 0xf4
 EXIT_DONE = (0x31 << 1) | 1          # what QEMU exits with when the module wrote 0x31 to the exit port
 CONSOLE_KEEP = 64 << 10              # bytes of the guest console kept (its end)
 CONSOLE_MAX = 64 << 20               # a guest printing more than this is stopped
+ICOUNT: list[str] = ["-icount", "shift=0,sleep=off"]
+CPU = "qemu64"
 
 
 class MissingTool(BuildError):
@@ -119,63 +119,73 @@ class GuestRun:
     seconds: float
 
 
-def _drain(stream, keep: deque, total: list[int]) -> None:
-    while True:
-        chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
-        if not chunk:
-            return
-        total[0] += len(chunk)
-        keep.append(chunk)
-        size = sum(len(c) for c in keep)
-        while size - len(keep[0]) >= CONSOLE_KEEP:
-            size -= len(keep.popleft())
+def _tail(path: Path, n: int) -> str:
+    """The last ``n`` bytes of a file, decoded (nothing if it is not there)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read(n).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def boot(vmlinux: Path, initrd: Path, work: Path, timeout: float, append: str = "",
-         memory_mb: int = 256, count: bool = True) -> GuestRun:
+         memory_mb: int = 256, count: bool = True, extra: tuple[str, ...] = (), whole: bool = False) -> GuestRun:
     """Boot ``vmlinux`` (an ELF with the PVH entry note: QEMU loads it as it is) under TCG on one
     vCPU with ``initrd``, counting with the plugin unless ``count`` is False; killed after
-    ``timeout`` seconds."""
+    ``timeout`` seconds. ``extra``: more QEMU options (the tests' ``-d exec`` oracle); ``whole``:
+    the plugin counts the whole run instead of the marked windows.
+
+    Deterministic: ``-icount shift=0,sleep=off`` ties the guest's clock to its instruction count,
+    the RTC starts at a fixed date on that clock, the console is a file (never waits on a reader)
+    and ``nolapic_timer`` skips the APIC timer calibration (a 0.2 s busy wait, 10 s of emulation at
+    one instruction per nanosecond), so two boots of one vmlinux execute the same instructions."""
     exe = qemu_binary()
     counts = work / "counts.txt"
-    argv = [exe, "-accel", "tcg", "-machine", "pc", "-cpu", "qemu64", "-smp", "1", "-m", str(memory_mb),
-            "-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-nic", "none",
-            "-serial", "stdio", "-monitor", "none", "-parallel", "none",
+    # the console goes to a file, not a pipe: a write to a file never has to wait for a reader,
+    # so the guest's timing (and where its timer interrupts land) does not depend on the host's
+    console_path = work / "console.log"
+    argv = [exe, "-accel", "tcg", *ICOUNT, "-machine", "pc", "-cpu", CPU, "-smp", "1", "-m", str(memory_mb),
+            "-nodefaults", "-no-user-config", "-rtc", "base=2024-01-01T00:00:00,clock=vm", "-nographic", "-no-reboot", "-nic", "none",
+            "-serial", f"file:{console_path}", "-monitor", "none", "-parallel", "none",
             "-device", f"isa-debug-exit,iobase={EXIT_PORT:#x},iosize=0x04",
             "-kernel", str(vmlinux), "-initrd", str(initrd),
-            "-append", f"console=ttyS0 nokaslr panic=-1 oops=panic rdinit=/init {append}".strip()]
+            "-append", f"console=ttyS0 nokaslr panic=-1 oops=panic rdinit=/init nolapic_timer {append}".strip()]
     if count:
-        argv += ["-plugin", f"{plugin(exe)},out={counts}"]
+        argv += ["-plugin", f"{plugin(exe)},out={counts}" + (",whole=1" if whole else "")]
+    argv += list(extra)
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # QEMU's own messages: small, read once it has exited
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=work, start_new_session=True)
     except OSError as e:
         raise MissingTool(f"{exe} does not start ({e})") from None
-    keep: deque = deque()
-    total = [0]
-    reader = threading.Thread(target=_drain, args=(proc.stdout, keep, total), daemon=True)
-    reader.start()
     ended = ""
     deadline = t0 + timeout
     while proc.poll() is None:
         if time.monotonic() > deadline:
             ended = "timeout"
             break
-        if total[0] > CONSOLE_MAX:
-            ended = "console_flood"
-            break
-        time.sleep(0.05)
+        try:
+            if console_path.stat().st_size > CONSOLE_MAX:
+                ended = "console_flood"
+                break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    proc.wait()
-    reader.join(timeout=5)
+    _, err = proc.communicate()
     rc = proc.returncode
     if not ended:
         ended = "done" if rc == EXIT_DONE else "exited"
-    console = b"".join(keep).decode("utf-8", "replace")
+    console = _tail(console_path, CONSOLE_KEEP)
+    if ended == "exited" and err.strip():
+        console += "\n" + err.decode("utf-8", "replace")[-2000:]
     data = counts.read_bytes() if counts.is_file() else b""
     return GuestRun(ended, rc, console, data, time.monotonic() - t0)
