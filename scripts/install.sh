@@ -23,6 +23,9 @@ APT_PACKAGES=(
   # the deployment mode past one machine (issue 16): a PostgreSQL store (its tests start their own
   # server from postgresql-15's binaries, as the postgres user it creates) and RQ's Redis
   postgresql-15 redis-server
+  # the runtime measurement (issue 26): QEMU's TCG, the counting plugin built against glib and
+  # the header from QEMU's own source package (below), the guest's static init (libc6-dev)
+  qemu-system-x86 libglib2.0-dev pkg-config dpkg-dev libc6-dev
 )
 # the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is present
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
@@ -37,6 +40,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# QEMU's plugin header: Debian ships it in no binary package, so it is taken from the qemu source
+# package of the installed QEMU (a deb-src line is added for that) and kept where
+# toolchains/runtime/qemu.py looks for it, with the source version it came from.
+HEADER_DIR=/usr/local/include/sizewatch
+qemu_src=$(dpkg-query -W -f='${source:Version}' qemu-system-x86 2>/dev/null || true)
+if [ -n "$qemu_src" ] && [ "$(cat "$HEADER_DIR/qemu-version" 2>/dev/null)" != "$qemu_src" ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  if ! grep -rqs '^Types: deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "install: adding a deb-src line for QEMU's plugin header"
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $SUDO tee /etc/apt/sources.list.d/sizewatch-src.sources >/dev/null
+    else
+      sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $SUDO tee /etc/apt/sources.list.d/sizewatch-src.list >/dev/null
+    fi
+    $SUDO apt-get update -qq
+  fi
+  src=$(mktemp -d)
+  ( cd "$src" && { apt-get source -qq --download-only "qemu=$qemu_src" >/dev/null 2>&1 || apt-get source -qq --download-only qemu >/dev/null; } )
+  orig=$(ls "$src"/qemu_*.orig.tar.* | head -1)
+  tar -xf "$orig" -C "$src" --wildcards '*/include/qemu/qemu-plugin.h'
+  $SUDO mkdir -p "$HEADER_DIR"
+  $SUDO cp "$src"/*/include/qemu/qemu-plugin.h "$HEADER_DIR/qemu-plugin.h"
+  echo "$qemu_src" | $SUDO tee "$HEADER_DIR/qemu-version" >/dev/null
+  rm -rf "$src"
 fi
 
 PY=${PYTHON:-python3}

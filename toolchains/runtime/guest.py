@@ -37,8 +37,9 @@ def _last_error(text: str) -> str:
     return errs[-1][:240]
 
 
-def build_module(build_dir: Path, tc: Toolchain, work: Path, timeout: float = 600) -> Path:
+def build_module(build_dir: Path, tc: Toolchain, work: Path, timeout: float = 600, src: Path = GUEST_SRC) -> Path:
     """``sizewatch_pagebench.ko`` built against ``build_dir`` with ``tc`` (kbuild ``M=``).
+    ``src``: another module directory building a .ko of that name (the tests' oracle module).
     ``modules_prepare`` runs first only when the build dir lacks the module linker script (a
     ``make vmlinux`` does not make it); neither step relinks vmlinux."""
     if not (build_dir / "Makefile").is_file() or not (build_dir / ".config").is_file():
@@ -47,7 +48,7 @@ def build_module(build_dir: Path, tc: Toolchain, work: Path, timeout: float = 60
     if "CONFIG_MODULES=y" not in config:
         raise BuildError(f"{build_dir}: built without CONFIG_MODULES: the benchmark module cannot load")
     mdir = work / "module"
-    shutil.copytree(GUEST_SRC, mdir, ignore=shutil.ignore_patterns("init.c"))
+    shutil.copytree(src, mdir, ignore=shutil.ignore_patterns("init.c"))
     base = ["make", "-s", "-C", str(build_dir), "-j2", *tc.make_args()]
     steps = [[*base, f"M={mdir}", "modules"]]
     if not (build_dir / "scripts" / "module.lds").is_file():

@@ -33,7 +33,6 @@ _RESULT = re.compile(r"sizewatch-pagebench: order (\d+) pairs (\d+) done (\d+)")
 def parse_spec(spec: str) -> tuple[tuple[int, ...], int]:
     """``orders=0,4,8,n=2000`` (either part optional, ``""`` the defaults) -> (orders, pairs)."""
     orders, pairs = DEFAULT_ORDERS, DEFAULT_PAIRS
-    spec = spec.strip()
     if not spec:
         return orders, pairs
     m = re.fullmatch(r"(?:orders=(\d+(?:[,-]\d+)*))?,?(?:n=(\d+))?", spec)
@@ -77,8 +76,20 @@ def toolchain_of(build_dir: Path) -> Toolchain:
     return load(name)
 
 
+_SHUTDOWN = re.compile(r"^(reboot: |Rebooting |Restarting system|---\[ end )")
+
+
 def _last_line(console: str) -> str:
+    """The guest's last word before it went down (the kernel's own reboot lines left out)."""
     lines = [ln.strip() for ln in console.replace("\r", "").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not _SHUTDOWN.match(ln)] or lines
+    # what explains it best, whatever the kernel printed after it: a panic, the module's own word,
+    # the init's (the console interleaves devices probed meanwhile)
+    for pick in (lambda ln: "Kernel panic" in ln, lambda ln: ln.startswith("sizewatch-pagebench:"),
+                 lambda ln: ln.startswith("sizewatch-init:")):
+        found = [ln for ln in lines if pick(ln)]
+        if found:
+            return found[-1][:200]
     return lines[-1][:200] if lines else "(nothing)"
 
 
@@ -94,8 +105,10 @@ def _likely(vmlinux: Path, hot: HotPaths) -> dict[str, tuple[int, set[int]]]:
 
 def measure_vmlinux(build_dir: Path, vmlinux: Path, toolchain: str | Toolchain | None = None,
                     orders: tuple[int, ...] = DEFAULT_ORDERS, pairs: int = DEFAULT_PAIRS,
-                    timeout: float = 120.0, hot: HotPaths | None = None, unit: str = UNIT) -> Runtime:
-    """Boot ``vmlinux`` (built in ``build_dir``) and count the allocator's fast path."""
+                    timeout: float = 120.0, hot: HotPaths | None = None, unit: str = UNIT,
+                    append: str = "") -> Runtime:
+    """Boot ``vmlinux`` (built in ``build_dir``) and count the allocator's fast path.
+    ``append``: more kernel command line (after sizewatch's own, so it wins)."""
     build_dir, vmlinux = Path(build_dir), Path(vmlinux)
     exe = qemu.qemu_binary()
     emulator = f"{qemu.QEMU} {qemu.qemu_version(exe)} (TCG, 1 vCPU)"
@@ -124,7 +137,7 @@ def measure_vmlinux(build_dir: Path, vmlinux: Path, toolchain: str | Toolchain |
             return _failed(str(e), emulator=emulator, seconds=time.monotonic() - t0)
         params = f"orders={','.join(map(str, orders))} pairs={pairs}"
         initrd = guest.initramfs(work / "initramfs.cpio", ko, params)
-        run = qemu.boot(image, initrd, work, timeout)
+        run = qemu.boot(image, initrd, work, timeout, append)
         seconds = time.monotonic() - t0
         done = {int(o): (int(p), int(d)) for o, p, d in _RESULT.findall(run.console)}
         if run.ended == "timeout":
