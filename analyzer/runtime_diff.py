@@ -66,6 +66,11 @@ class RuntimeDiff:
                 "changed": self.changed, "orders": [o.to_dict() for o in self.orders]}
 
 
+# a function is listed as changed when it moved by at least this much per pair: periodic kernel
+# work (vmstat, timers) that lands in a window adds a few hundredths to shared helpers
+MIN_DELTA = 0.5
+
+
 def _functions(a: OrderRun, b: OrderRun) -> list[FunctionDelta]:
     out = []
     for name in dict.fromkeys([*a.functions, *b.functions]):
@@ -73,7 +78,7 @@ def _functions(a: OrderRun, b: OrderRun) -> list[FunctionDelta]:
         ia, ib = (fa.instructions if fa else 0.0), (fb.instructions if fb else 0.0)
         ca, cb = (fa.calls if fa else 0.0), (fb.calls if fb else 0.0)
         la, lb = (fa.lines if fa else 0), (fb.lines if fb else 0)
-        if (ia, ca, la) != (ib, cb, lb):
+        if abs(ib - ia) >= MIN_DELTA or abs(cb - ca) >= MIN_DELTA or la != lb:
             out.append(FunctionDelta(name, bool((fa or fb).unit), (ia, ib), (ca, cb), (la, lb)))
     out.sort(key=lambda f: (-abs(f.delta), -abs(f.calls[1] - f.calls[0]), f.name))
     return out
