@@ -24,7 +24,7 @@ LINE = 64
 UNIT = "mm/page_alloc.c"
 
 # the plugin's output (``toolchains/runtime/plugin.c``): text, one record per line
-#   W <order> <pairs>          a window begins (the marker executed before the loop)
+#   W <order>                  a window begins (the marker executed before the loop)
 #   I <hex address> <count> <size>   an instruction executed <count> times in the window
 #   E <order>                  the window ended
 MAX_RECORDS = 4_000_000          # a window touching more distinct instructions is not our benchmark
@@ -42,12 +42,12 @@ class Window:
         return sum(c for c, _ in self.counts.values())
 
 
-def parse_counts(data: bytes) -> list[Window]:
+def parse_counts(data: bytes, pairs: int) -> list[Window]:
     """The plugin's records, checked: a window that never ended (the guest died in it) is dropped,
-    anything malformed is an ``InputError`` naming the line."""
+    anything malformed is an ``InputError`` naming the line. ``pairs``: the loop's length."""
     out: list[Window] = []
     cur: dict[int, tuple[int, int]] | None = None
-    order = pairs = 0
+    order = 0
     n = 0
     for lineno, raw in enumerate(data.splitlines(), 1):
         parts = raw.split()
@@ -57,8 +57,8 @@ def parse_counts(data: bytes) -> list[Window]:
         if n > MAX_RECORDS:
             raise InputError(f"instruction counts: more than {MAX_RECORDS} records")
         try:
-            if parts[0] == b"W" and len(parts) == 3:
-                order, pairs = int(parts[1]), int(parts[2])
+            if parts[0] == b"W" and len(parts) == 2:
+                order = int(parts[1])
                 cur = {}
             elif parts[0] == b"I" and len(parts) == 4 and cur is not None:
                 addr, count, size = int(parts[1], 16), int(parts[2]), int(parts[3])
@@ -82,6 +82,53 @@ class Function:
     address: int
     size: int
     unit: bool = False            # its code belongs to the measured unit (mm/page_alloc.c)
+
+
+def vmlinux_functions(path: str, unit: str = UNIT) -> list[Function]:
+    """The function symbols of a linked image, each marked when its code belongs to ``unit``
+    (its entry lies in a range of one of the unit's DWARF subprograms)."""
+    from analyzer.dwarf.read import read_dwarf
+    from analyzer.elf import function_symbols, load_images, read_symtab
+    images = load_images(path)
+    if len(images) != 1:
+        raise InputError(f"{path}: an archive, not a vmlinux")
+    img = images[0]
+    table = read_symtab(img)
+    if table is None:
+        raise InputError(f"{path}: no symbols (stripped file?): executed instructions are placed by symbol")
+    idx = function_symbols(img, table)
+    names = table.names(idx)
+    addrs = table.entries["value"][idx].tolist()
+    sizes = table.entries["size"][idx].tolist()
+    facts = read_dwarf(img, table, (unit,), engine="auto")
+    ranges = sorted(r for u in facts.units for sp in u.subprograms.values() for r in sp.ranges)
+    if not ranges:
+        raise InputError(f"{path}: no code of {unit} in its DWARF (built without debug info?)")
+    starts = [lo for lo, _ in ranges]
+
+    def in_unit(a: int) -> bool:
+        i = bisect.bisect_right(starts, a) - 1
+        return i >= 0 and ranges[i][0] <= a < ranges[i][1]
+    return [Function(n, a, z, in_unit(a)) for n, a, z in zip(names, addrs, sizes)]
+
+
+def has_pvh_entry(path: str) -> bool:
+    """Whether a vmlinux carries the PVH entry note (Xen's PHYS32_ENTRY, CONFIG_PVH): what lets
+    QEMU boot the ELF file itself."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.common.exceptions import ELFError
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            for seg in elf.iter_segments():
+                if seg["p_type"] != "PT_NOTE":
+                    continue
+                for note in seg.iter_notes():
+                    if note["n_name"] == "Xen" and note["n_type"] in (18, "XEN_ELFNOTE_PHYS32_ENTRY"):
+                        return True
+    except (ELFError, OSError, ValueError, KeyError) as e:
+        raise InputError(f"{path}: cannot read its ELF notes ({e})") from None
+    return False
 
 
 class FunctionIndex:

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("cli.db", "db_cmd"),
     "worker": ("cli.queue", "worker_cmd"),
     "queue": ("cli.queue", "queue_cmd"),
+    "measure": ("cli.measure", "measure_cmd"),
 }
 
 
