@@ -31,24 +31,24 @@ from toolchains.results import CommitBuild, TargetResult
 def test_parse_measure_strictly():
     assert parse_measure("") == Measure(tuple(range(9)), 10000)
     assert parse_measure("orders=0,4,8,n=2000") == Measure((0, 4, 8), 2000)
-    assert parse_measure("n=50, orders=8,0") == Measure((0, 8), 50)
-    assert parse_measure("orders=10") == Measure((10,), 10000)
-    for spec, why in (("orders=0,x", "orders= wants whole numbers, got 'x'"), ("n=", "n= wants whole numbers"),
-                      ("n=1,2", "'2' in 'n=1,2' belongs to no option"), ("orders=\u00b2", "orders= wants whole numbers"), ("pairs=3", "unknown option 'pairs'"),
-                      ("4,8", "'4' in '4,8' belongs to no option"), ("orders=11", "orders= must be 0..10"),
-                      ("orders=1,1", "names an order twice"), ("n=0", "n= must be 1..1000000"),
-                      ("orders=-1", "orders= wants whole numbers, got '-1'"), ("orders=1,orders=2", "orders= given twice"),
-                      ("n=2000000", "n= must be 1..1000000"), ("orders=0,,4", "orders= wants whole numbers, got ''")):
+    assert parse_measure("orders=8,0") == Measure((0, 8), 10000)
+    assert parse_measure("orders=0-2,n=5") == Measure((0, 1, 2), 5)
+    assert parse_measure("n=50") == Measure(tuple(range(9)), 50)
+    for spec, why in (("orders=0,x", "give orders=0,4,8 and/or n=PAIRS"), ("n=", "give orders="),
+                      ("pairs=3", "give orders="), ("4,8", "give orders="), ("orders=11", "orders run from 0 to 10"),
+                      ("n=0", "n runs from 1 to"), ("orders=-1", "give orders="), ("orders=\u00b2", "give orders="),
+                      ("orders=1,orders=2", "give orders="), ("n=2000,orders=1", "give orders="),
+                      ("orders=0,,4", "give orders=")):
         with pytest.raises(InputError, match=re.escape(why)) as e:
             parse_measure(spec)
-        assert str(e.value).startswith("--measure: ") and "\n" not in str(e.value)
+        assert str(e.value).startswith("--measure: bad measure spec ") and "\n" not in str(e.value)
 
 
 def test_run_command_refuses_bad_measure_options_in_one_line(tmp_path):
     from click.testing import CliRunner
     from cli.pipeline import run_cmd
     db = ["--db", str(tmp_path / "s.db")]
-    for args, why in ((["--measure", "orders=0,4,zz"], "--measure: orders= wants whole numbers, got 'zz'"),
+    for args, why in ((["--measure", "orders=0,4,zz"], "--measure: bad measure spec 'orders=0,4,zz'"),
                       (["--measure", "n=2000", "--targets", "mm/page_alloc.o"], "add vmlinux to --targets")):
         res = CliRunner().invoke(run_cmd, ["a..b", "--targets", "vmlinux", "--config", "allocator", *args, *db])
         lines = res.stderr.strip().splitlines()
