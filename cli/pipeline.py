@@ -32,6 +32,9 @@ from toolchains.targets import DEFAULT_TARGETS
               help="a hot function's likely path touching N more 64-byte lines is a finding (0: never)")
 @click.option("--cost-cycles-percent", default=10.0, show_default=True, metavar="P",
               help="its estimated cycles growing by P %% is a finding (0: never)")
+@click.option("--measure", "measure_spec", is_flag=False, flag_value="", default=None, metavar="[orders=0,4,8,n=N]",
+              help="boot each vmlinux built under QEMU TCG and count the allocator's executed instructions per "
+                   "alloc/free pair (default orders 0-8, n=10000 pairs each)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
 @click.option("--queue", "queue_url", default=None, metavar="REDIS_URL",
@@ -41,8 +44,8 @@ from toolchains.targets import DEFAULT_TARGETS
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
             targets: str, config_name: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
-            cost_cycles_percent: float, as_json: bool, as_md: bool, queue_url: str | None, attempts: int,
-            db: str | None) -> None:
+            cost_cycles_percent: float, measure_spec: str | None, as_json: bool, as_md: bool,
+            queue_url: str | None, attempts: int, db: str | None) -> None:
     """Build and analyze COMMITS (A..B) or a --series, store the results, print the per-patch report.
 
     What the store already holds is not built again: a second run prints the same report at once.
@@ -69,6 +72,12 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
+        measure = None
+        if measure_spec is not None:
+            from ci.pipeline.measure import parse_measure
+            measure = parse_measure(measure_spec)
+            if "vmlinux" not in split(targets):
+                raise InputError("--measure: measures a built vmlinux: add vmlinux to --targets")
         builds = pipeline.build_all
         if queue_url is not None:
             from ci.queue.coordinator import QueuedBuilds, given_store
@@ -78,7 +87,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
                                          split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
-                                         keep_vmlinux=keep_vmlinux, builds=builds)
+                                         keep_vmlinux=keep_vmlinux, builds=builds, measure=measure)
             click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md

@@ -9,11 +9,14 @@ all of them are, so the operator can restore the store or rebuild what is lost.
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analyzer.errors import InputError
+from analyzer.runtime import Runtime
 from db import migrate
 from db.errors import StoreError
 
@@ -22,12 +25,13 @@ JSON_COLUMNS = (("builds", "errors"), ("objects", "sections"), ("functions", "fa
                 ("comparisons", "counts"), ("bot_messages", "recipients"), ("bot_messages", "refs"),
                 ("bot_messages", "tags"), ("bot_decisions", "findings"), ("bot_mails", "recipients"),
                 ("likely_paths", "calls"), ("matrix_tables", "toolchains"), ("matrix_rows", "cells"),
-                ("link_layouts", "neighbours"), ("link_moves", "data"))
+                ("link_layouts", "neighbours"), ("link_moves", "data"), ("runtimes", "data"))
 ZLIB_COLUMNS = (("builds", "log_z"), ("objects", "facts_z"), ("series", "cover_z"),
                 ("comparison_tables", "tables_z"), ("comparison_inline_costs", "report_z"), ("bot_messages", "raw_z"),
                 ("bot_mails", "raw_z"))
 TEXT_COLUMNS = (("commits", "subject"), ("commits", "author"), ("series", "subject"), ("series", "author"),
-                ("series", "error"), ("findings", "message"), ("bot_messages", "subject"), ("bot_series", "subject"))
+                ("series", "error"), ("findings", "message"), ("bot_messages", "subject"), ("bot_series", "subject"),
+                ("runtimes", "message"))
 # (what, query counting rows that point nowhere)
 REFERENCES = (
     ("comparisons without their build", "SELECT count(*) FROM comparisons c WHERE NOT EXISTS "
@@ -37,6 +41,8 @@ REFERENCES = (
      "(SELECT 1 FROM commits c WHERE c.id = b.commit_id)"),
     ("bot messages tied to a missing series", "SELECT count(*) FROM bot_messages m WHERE m.series_key IS NOT NULL "
      "AND NOT EXISTS (SELECT 1 FROM bot_series s WHERE s.key = m.series_key)"),
+    ("runtime measurements without their build", "SELECT count(*) FROM runtimes r WHERE NOT EXISTS "
+     "(SELECT 1 FROM builds b WHERE b.id = r.build_id)"),
     ("bot mails without their decision", "SELECT count(*) FROM bot_mails m WHERE NOT EXISTS "
      "(SELECT 1 FROM bot_decisions d WHERE d.id = m.decision_id)"),
 )
@@ -102,6 +108,7 @@ def check_store(path: Path | str) -> CheckResult:
         _zlib(conn, cols, res)
         _text(conn, cols, res)
         _references(conn, cols, res)
+        _runtimes(conn, cols, res)
         if "builds" in cols:
             n = conn.execute("SELECT count(*) FROM builds").fetchone()[0]
             res.facts.append(f"{n} builds")
@@ -154,6 +161,7 @@ def check_pg(url: str) -> CheckResult:
         _json(conn, cols, res)
         _zlib(conn, cols, res)
         _references(conn, cols, res)
+        _runtimes(conn, cols, res)
         if "builds" in cols:
             res.facts.append(f"{conn.execute('SELECT count(*) FROM builds').fetchone()[0]} builds")
         if "bot_messages" in cols:
@@ -245,9 +253,25 @@ def _text(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult)
 def _references(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
     for what, q in REFERENCES:
         tables = {w for w in ("comparisons", "builds", "commits", "bot_messages", "bot_series", "bot_mails",
-                              "bot_decisions") if f" {w} " in f" {q} "}
+                              "bot_decisions", "runtimes") if f" {w} " in f" {q} "}
         if not all(t in cols for t in tables):
             continue
         n = conn.execute(q).fetchone()[0]
         if n:
             res.problems.append(f"{n} {what}")
+
+
+def _runtimes(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
+    """Each measurement's JSON (0016) is a measurement the reports can read, with its row's status: valid
+    JSON that is not one would show as unreadable on every page. Few rows (one per measured vmlinux)."""
+    if "data" not in cols.get("runtimes", ()):
+        return
+    bad = []
+    for bid, status, data in conn.execute("SELECT build_id, status, data FROM runtimes ORDER BY build_id"):
+        try:
+            if Runtime.from_dict(json.loads(data)).status != status:
+                bad.append(bid)
+        except (ValueError, TypeError, InputError):
+            bad.append(bid)
+    if bad:
+        res.problems.append(f"{len(bad)} runtime measurements not readable as one (build {_first_ids(bad)})")

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from analyzer.cost import FunctionCost
 from analyzer.link_layout import HotPlacement
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
+from analyzer.runtime import Runtime
 
 
 @dataclass
@@ -144,6 +145,25 @@ class InlinePoint:
 
 
 @dataclass
+class RuntimePoint:
+    """A function in one measured build (the function page's runtime history): per order, its executed
+    instructions, calls and lines per alloc/free pair; an order the function did not run in is absent."""
+    commit_sha: str
+    subject: str
+    date: str
+    toolchain: str
+    toolchain_version: str
+    target: str
+    build_id: int
+    orders: dict[int, tuple[float, float, int]] = field(default_factory=dict)   # order -> (instructions, calls, lines)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["orders"] = {str(k): {"instructions": i, "calls": c, "lines": ln} for k, (i, c, ln) in self.orders.items()}
+        return d
+
+
+@dataclass
 class ObjectRecord:
     """One built object with everything read from it."""
     path: str                                     # relative to the build dir
@@ -182,6 +202,7 @@ class BuildRecord:
     findings: list[FindingRow] = field(default_factory=list)   # about the objects alone
     analysis_version: int = 0
     tree_path: str = ""
+    runtime: Runtime | None = None                # the vmlinux measured under emulation (0016); None: not measured
 
 
 @dataclass

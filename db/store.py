@@ -25,17 +25,19 @@ from typing import Iterable, Iterator
 
 from analyzer.cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move, Neighbour
+from analyzer.errors import InputError
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
+from analyzer.runtime import Runtime
 from db import changes as _changes, dialect as _dialect, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import s64, u64
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
-                       text_factory)                                   # compress: API
+                       text_factory, unreadable)                       # compress: API
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
                        FunctionSeries, HistoryPoint, InlineCalleeRow, InlineCostRecord, InlinePoint, MatrixRow,
-                       ObjectRecord, RemarkRow, Series, SeriesPatch, SymbolRow)
+                       ObjectRecord, RemarkRow, RuntimePoint, Series, SeriesPatch, SymbolRow)
 
 TEXT_LETTERS = ("t", "T", "w", "W")
 
@@ -163,6 +165,12 @@ class Store(ABC):
     @abstractmethod
     def record_series(self, series: Series) -> int: ...
 
+    @abstractmethod
+    def record_runtime(self, build_id: int, runtime: Runtime) -> None:
+        """Write a stored build's measurement under emulation (0016) whole, replacing an earlier one, in
+        one transaction (the commit's change counters move with it). A build measured when it is built
+        gets its measurement in ``record_build``'s transaction instead (``BuildRecord.runtime``)."""
+
     # --- reads --------------------------------------------------------------------------------
     @abstractmethod
     def get_commit(self, rev: str, tree: str | None = None) -> Commit | None:
@@ -230,6 +238,17 @@ class Store(ABC):
                        target: str | None = None) -> list[InlinePoint]:
         """An inline function's instances and bytes in every stored build that has an inline cost
         (0 where it is inlined nowhere), along history; [] when no build inlines it anywhere."""
+
+    @abstractmethod
+    def runtime_for(self, build_id: int) -> Runtime | None:
+        """The build's measurement under emulation (None: not measured); a damaged one reads as a
+        failed measurement whose line is the unreadable marker (the damage is noted)."""
+
+    @abstractmethod
+    def runtime_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                        target: str | None = None) -> list[RuntimePoint]:
+        """A function's executed instructions and calls per pair in every build measured ``ok`` (no
+        orders where it did not run), along history; [] when no measurement has it at all."""
 
     @abstractmethod
     def symbols_for(self, build_id: int) -> list[SymbolRow]:
@@ -517,8 +536,10 @@ class SqliteStore(Store):
                 have = conn.execute("SELECT id, status, analysis_version FROM builds WHERE commit_id = ? AND "
                                     "toolchain_id = ? AND config_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
                                     (cid, tcid, cfid, rec.target)).fetchone()
-                if have is not None and (have[1] != "ok" or have[2] >= rec.analysis_version):
-                    return have[0]
+                if have is not None and (have[1] != "ok" or have[2] >= rec.analysis_version) and not (
+                        rec.runtime is not None and have[1] == "ok" and conn.execute(
+                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is None):
+                    return have[0]         # (a measurement the stored build lacks replaces it)
             conn.execute("DELETE FROM builds WHERE commit_id = ? AND toolchain_id = ? AND config_id = ? AND target = ?",
                          (cid, tcid, cfid, rec.target))
             bid = conn.execute(
@@ -529,8 +550,30 @@ class SqliteStore(Store):
             for obj in rec.objects:
                 self._insert_object(conn, bid, obj)
             self._insert_findings(conn, bid, rec.findings)
+            if rec.runtime is not None:
+                self._insert_runtime(conn, bid, rec.runtime)
             self._write_matrix(conn, cid, rec.commit.sha, rec.tree)
             return bid
+
+    def record_runtime(self, build_id: int, runtime: Runtime) -> None:
+        with self._tx() as conn:
+            if conn.execute("SELECT 1 FROM builds WHERE id = ?", (build_id,)).fetchone() is None:
+                raise StoreError(f"no build {build_id} in the store to record a measurement for")
+            self._insert_runtime(conn, build_id, runtime)
+
+    def _insert_runtime(self, conn: sqlite3.Connection, build_id: int, rt: Runtime) -> None:
+        """The measurement's row and its functions' rows (0016), replacing the build's earlier ones."""
+        conn.execute("DELETE FROM runtime_functions WHERE build_id = ?", (build_id,))
+        conn.execute("DELETE FROM runtimes WHERE build_id = ?", (build_id,))
+        conn.execute("INSERT INTO runtimes(build_id, status, message, pairs, emulator, seconds, measured_at, data) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (build_id, rt.status, rt.message, rt.pairs, rt.emulator, rt.seconds, _now(),
+                      json.dumps(rt.to_dict(), separators=(",", ":"))))
+        ids = self._name_ids(conn, [n for o in rt.orders for n in o.functions])
+        conn.executemany("INSERT INTO runtime_functions(build_id, page_order, name_id, unit, instructions, calls, "
+                         "lines) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [(build_id, o.order, ids[f.name], int(f.unit), f.instructions, f.calls, f.lines)
+                          for o in rt.orders for f in o.functions.values()])
 
     def _write_matrix(self, conn: sqlite3.Connection, commit_id: int, sha: str, tree: str) -> None:
         """The commit's matrix rows (db.matrix) for every target and for all of them, ranked now, in
@@ -843,6 +886,39 @@ class SqliteStore(Store):
             out.append(InlinePoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, inst, by, incl, callers, units,
                                    sorted(decls)))
         return out
+
+    @_retry_busy
+    def runtime_for(self, build_id: int) -> Runtime | None:
+        row = self._conn().execute("SELECT data FROM runtimes WHERE build_id = ?", (build_id,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return Runtime.from_dict(json.loads(row[0]))
+        except (ValueError, TypeError, InputError):
+            return Runtime("failed", unreadable(f"runtime measurement of build {build_id}"))
+
+    @_retry_busy
+    def runtime_history(self, name: str, toolchain: str | None = None, tree: str | None = None,
+                        target: str | None = None) -> list[RuntimePoint]:
+        """Ordered as function_history: by commit (generation, then date), toolchain name, build id."""
+        conn = self._conn()
+        nid = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+        if nid is None:
+            return []
+        got: dict[int, dict[int, tuple[float, float, int]]] = {}
+        for bid, order, ins, calls, lines in conn.execute(
+                "SELECT build_id, page_order, instructions, calls, lines FROM runtime_functions WHERE name_id = ? "
+                "ORDER BY build_id, page_order", (nid[0],)):
+            got.setdefault(bid, {})[order] = (ins, calls, lines)
+        if not got:
+            return []
+        where, args = self._build_filters(toolchain, tree, target)
+        rows = conn.execute(f"SELECT b.id, b.commit_id, b.toolchain_id, b.target FROM builds b "
+                            f"JOIN runtimes r ON r.build_id = b.id WHERE r.status = 'ok'{where}", args).fetchall()
+        commits, tcs = self._commits_by_id({r[1] for r in rows}), self._toolchain_names()
+        rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
+        return [RuntimePoint(commits[cid].sha, commits[cid].subject, commits[cid].date, *tcs[tcid], tgt, bid,
+                             got.get(bid, {})) for bid, cid, tcid, tgt in rows]
 
     @_retry_busy
     def symbols_for(self, build_id: int) -> list[SymbolRow]:

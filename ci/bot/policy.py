@@ -6,7 +6,7 @@ turn a check off). The SMTP password is never stored in the Policy's repr and ma
 from the environment (``password_env``) instead of the file.
 
     [bot]     address, name, dashboard_url, tree, base, toolchains, targets, config,
-              config_fragment, keep_vmlinux, incomplete_timeout, poll_interval, daily_cap, dry_run,
+              config_fragment, keep_vmlinux, measure, incomplete_timeout, poll_interval, daily_cap, dry_run,
               checks_dir, max_table_rows, max_cc
     [watch]   lists, senders, opt_out
     [report]  always_inline_copy, hot_not_inlined, boundary_crossing, build_error,
@@ -151,6 +151,7 @@ class Policy:
     config: str = "defconfig"            # a config of toolchains/configs (defconfig, allocator, tinyconfig)
     config_fragment: tuple[str, ...] = ()   # extra lines on top of it
     keep_vmlinux: int = 3                # vmlinux files kept in the cache per toolchain and config
+    measure: bool = False                # boot each vmlinux built under QEMU TCG and count the fast path's instructions
     incomplete_timeout: timedelta = timedelta(hours=6)
     poll_interval: timedelta = timedelta(seconds=60)
     daily_cap: int = 50                  # mails per UTC day; 0: no cap
@@ -272,6 +273,8 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
         fragment_lines("\n".join(bot.get("config_fragment", ())), f"{source}: [bot].config_fragment")
     except BuildError as e:
         raise InputError(str(e)) from None
+    if bot.get("measure") and "vmlinux" not in bot.get("targets", DEFAULT_TARGETS):
+        raise InputError(f"{source}: [bot].measure: measures a built vmlinux: add \"vmlinux\" to [bot].targets")
     if "@" not in bot.get("address", "x@y"):
         raise InputError(f"{source}: [bot].address: not a mail address: {bot['address']!r}")
     return Policy(**bot, watch=watch, report=report, smtp=smtp, outbox=path, source=source, lists=tuple(lists))

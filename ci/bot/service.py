@@ -37,6 +37,7 @@ from typing import Callable, Iterator
 from analyzer.errors import InputError
 from ci import pipeline
 from ci.pipeline import builder
+from ci.pipeline.measure import Measure, check_available
 from toolchains.mca import check_cpu
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
@@ -131,6 +132,8 @@ class Bot:
         for tc in policy.toolchains:
             builder.toolchain_info(tc)             # unknown or missing toolchains fail up front
         check_cpu(policy.report.cost_mcpu)         # ... and a CPU llvm-mca does not know
+        if policy.measure:
+            check_available()                      # ... and a measurement this sizewatch cannot make
         self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
         self.versions = {tc: builder.toolchain_info(tc)[1] for tc in policy.toolchains}
@@ -453,8 +456,9 @@ class Bot:
             return
         self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
                  f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
+        extra = {"measure": Measure()} if pol.measure else {}
         stats = self.builds(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
-                            mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux)
+                            mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux, **extra)
         if stats.parked:                           # the machines, not the patch: nothing mailed, tried later
             raise InfrastructureError(f"{len(stats.parked)} build job(s) parked in the queue: {stats.parked[0]}")
         pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,

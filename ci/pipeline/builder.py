@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from analyzer.errors import SizewatchError
+from analyzer.runtime import Runtime
+from ci.pipeline.measure import Measure, measure_one
 from toolchains import build as tbuild, retention
 from toolchains.kbuild import Config
 from toolchains.matrix import build_jobs
@@ -42,6 +44,7 @@ class Built:
     remarks: dict[str, list[Path]] = field(default_factory=dict)    # target -> compiler remark files
     source: Path | None = None                    # a checkout of the commit (for declarations)
     unit_keys: dict[str, dict[str, str]] = field(default_factory=dict)  # vmlinux target -> unit -> key
+    runtimes: dict[str, Runtime] = field(default_factory=dict)          # vmlinux target -> its measurement
 
 
 def toolchain_info(name: str) -> tuple[Toolchain, str]:
@@ -76,10 +79,12 @@ VMLINUX_TIMEOUT = 3 * 3600.0
 VMLINUX_MEMORY = 12 << 30
 
 
-def options_for(targets: list[str]) -> tbuild.BuildOptions:
-    """Build options for a set of targets: the object defaults, or a whole kernel's limits."""
+def options_for(targets: list[str], measure: Measure | None = None) -> tbuild.BuildOptions:
+    """Build options for a set of targets: the object defaults, or a whole kernel's limits. A vmlinux to
+    be measured is built in its build dir even when a kept one could be taken: the measurement's guest
+    module is built against the build dir, which must hold this build."""
     if "vmlinux" in targets:
-        return tbuild.BuildOptions(timeout=VMLINUX_TIMEOUT, memory=VMLINUX_MEMORY)
+        return tbuild.BuildOptions(timeout=VMLINUX_TIMEOUT, memory=VMLINUX_MEMORY, use_cache=measure is None)
     return tbuild.BuildOptions()
 
 
@@ -93,17 +98,19 @@ def prune_vmlinux(tree: Path, toolchain: str, config: Config | None, keep: int,
 
 def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,
           log: Callable[[str], None] = lambda s: None,
-          options: tbuild.BuildOptions | None = None) -> Built:
-    """Build ``targets`` at ``sha``; a failed build is a result (status and the compiler's errors)."""
+          options: tbuild.BuildOptions | None = None, measure: Measure | None = None) -> Built:
+    """Build ``targets`` at ``sha``; a failed build is a result (status and the compiler's errors).
+    ``measure``: each built vmlinux is measured under emulation right after (``ci.pipeline.measure``)."""
     b = tbuild.build_commit(tree, sha, toolchain, targets, config or Config(), options or tbuild.BuildOptions())
-    return _built(b, _unit_keys(b))
+    return _built(b, _unit_keys(b), _runtimes(b, measure))
 
 
 def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Config | None = None,
-               options: tbuild.BuildOptions | None = None) -> Iterator[tuple[tuple[str, str], Built]]:
+               options: tbuild.BuildOptions | None = None,
+               measure: Measure | None = None) -> Iterator[tuple[tuple[str, str], Built]]:
     """Build every (sha, toolchain) -> targets of ``todo``, toolchains in parallel (each one's
     commits in the order given); yields ((sha, toolchain), Built) as each build finishes, so the
-    caller can store results while the others build."""
+    caller can store results while the others build. ``measure``: as ``build``'s, in each build's thread."""
     jobs: dict[str, list[tuple[str, list[str]]]] = {}
     for (sha, tc), targets in todo.items():
         jobs.setdefault(tc, []).append((sha, targets))
@@ -113,7 +120,7 @@ def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Confi
     def run() -> None:
         try:
             build_jobs(tree, jobs, config or Config(), options or tbuild.BuildOptions(),
-                       on_build=lambda b: q.put(("built", b, _unit_keys(b))), cancel=cancel)
+                       on_build=lambda b: q.put(("built", b, _unit_keys(b), _runtimes(b, measure))), cancel=cancel)
         except BaseException as e:          # handed to the consumer, raised there
             q.put(("error", e))
         finally:
@@ -128,7 +135,7 @@ def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Confi
                 return
             if kind == "error":
                 raise item
-            yield (item.sha, item.toolchain), _built(item, keys[0])
+            yield (item.sha, item.toolchain), _built(item, *keys)
     finally:
         if worker.is_alive():               # the consumer stopped early: stop the builds too
             cancel.set()
@@ -153,7 +160,18 @@ def _unit_keys(b: tbuild.CommitBuild) -> dict[str, dict[str, str]]:
     return out
 
 
-def _built(b: tbuild.CommitBuild, unit_keys: dict[str, dict[str, str]] | None = None) -> Built:
+def _runtimes(b: tbuild.CommitBuild, measure: Measure | None) -> dict[str, Runtime]:
+    """Per built vmlinux target, its measurement under emulation (none unless ``measure``): taken in the
+    build's thread, before the next build of that build dir starts (``ci.pipeline.measure``)."""
+    from toolchains.targets import parse
+    if measure is None:
+        return {}
+    return {r.target: measure_one(b.build_dir, r.path, b.toolchain, measure) for r in b.targets
+            if r.ok and r.path is not None and parse(r.target).kind == "vmlinux"}
+
+
+def _built(b: tbuild.CommitBuild, unit_keys: dict[str, dict[str, str]] | None = None,
+           runtimes: dict[str, Runtime] | None = None) -> Built:
     logs = []
     for r in b.targets:
         if r.log is not None and r.log.exists():
@@ -164,4 +182,4 @@ def _built(b: tbuild.CommitBuild, unit_keys: dict[str, dict[str, str]] | None = 
                  b.seconds, "\n".join(logs), b.errors,
                  {r.target: r.path for r in b.targets if r.ok and r.path is not None},
                  {r.target: [r.report] for r in b.targets if r.ok and r.report is not None},
-                 unit_keys=unit_keys or {})
+                 unit_keys=unit_keys or {}, runtimes=runtimes or {})

@@ -22,6 +22,7 @@ from analyzer.errors import InputError
 from analyzer.kinds import Kind
 from ci.pipeline import analysis, builder, link, linked
 from ci.pipeline.inline_costs import object_inline_cost
+from ci.pipeline.measure import Measure
 from ci.pipeline.objects import object_record
 from ci.pipeline.plan import RunPlan, plan_range, plan_series
 from ci.reports.model import (PatchReport, SeriesReport, commit_report, compute_tables, inline_report,
@@ -88,12 +89,18 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
                       target, status, done.family, done.method, done.seconds, log=done.log,
                       errors=errors, objects=objects, findings=findings,
                       analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
-                      tree_path=str(tree.path))
+                      tree_path=str(tree.path), runtime=done.runtimes.get(target))
     return store.record_build(rec, replace=False)     # a result another worker stored first is kept
 
 
-def _done(have, wanted_analysis: int) -> bool:
-    return have is not None and (have.status != "ok" or have.analysis_version >= wanted_analysis)
+def _done(have, wanted_analysis: int, store: Store | None = None, measure: Measure | None = None) -> bool:
+    """Stored and analyzed far enough; with ``measure``, an ok vmlinux also measured (a failed
+    measurement is a result: not measured again)."""
+    if have is None or (have.status == "ok" and have.analysis_version < wanted_analysis):
+        return False
+    if measure is not None and store is not None and have.status == "ok" and linked.is_linked_target(have.target):
+        return store.runtime_for(have.id) is not None
+    return True
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,7 @@ class BuildJob:
     config: Config = Config()
     mcpu: str = DEFAULT_MCPU
     keep_vmlinux: int = DEFAULT_KEEP      # vmlinux files kept per (toolchain, config) once one is stored
+    measure: Measure | None = None        # measure each built vmlinux under emulation (ci.pipeline.measure)
 
     @property
     def config_key(self) -> str:
@@ -122,7 +130,7 @@ def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> 
         _, version = builder.toolchain_info(job.toolchain)
     return [t for t in job.targets
             if not _done(store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version),
-                         analysis.ANALYSIS_VERSION)]
+                         analysis.ANALYSIS_VERSION, store, job.measure)]
 
 
 def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None) -> str:
@@ -135,7 +143,7 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
         done.source = src
         for t in job.targets:
             have = store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, done.compiler_version)
-            if _done(have, analysis.ANALYSIS_VERSION):
+            if _done(have, analysis.ANALYSIS_VERSION, store, job.measure):
                 stats.stored += 1             # a duplicate delivery or a second worker got there first
                 continue
             _record(store, tree, job.commit, done, t, job.mcpu)
@@ -161,19 +169,20 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
 def build_job(job: BuildJob) -> builder.Built:
     """Build the job's targets (a failed build is a result); ``store_job`` analyzes and writes it."""
     return builder.build(Path(job.tree_path), job.commit.sha, job.toolchain, list(job.targets), job.config,
-                         options=builder.options_for(list(job.targets)))
+                         options=builder.options_for(list(job.targets), job.measure), measure=job.measure)
 
 
 def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
               config: Config | None = None, mcpu: str = DEFAULT_MCPU,
-              stats: RunStats | None = None, keep_vmlinux: int = DEFAULT_KEEP) -> list[BuildJob]:
+              stats: RunStats | None = None, keep_vmlinux: int = DEFAULT_KEEP,
+              measure: Measure | None = None) -> list[BuildJob]:
     """Stage 2's work list: per toolchain, per commit (oldest first), the targets the store lacks."""
     jobs = []
     for tc in toolchains:
         _, version = builder.toolchain_info(tc)
         for commit in plan.to_build:
             job = BuildJob(plan.tree.name, str(plan.tree.path), commit, tc, tuple(targets), config or Config(), mcpu,
-                           keep_vmlinux)
+                           keep_vmlinux, measure)
             todo = missing_targets(store, job, version)
             if stats is not None:
                 stats.stored += len(targets) - len(todo)
@@ -184,18 +193,20 @@ def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
 
 def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
               config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
-              mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP) -> RunStats:
+              mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP, measure: Measure | None = None) -> RunStats:
     """Stage 2 in this process: every (commit, toolchain, target) the store lacks, built, analyzed and
     stored (likely-path cycles estimated for ``mcpu``; a build already stored keeps its own CPU's
     estimate); once a vmlinux is stored only the ``keep_vmlinux`` newest vmlinux files of that
-    (toolchain, config) stay in the cache. ``ci.queue.coordinator.QueuedBuilds`` is the same stage
+    (toolchain, config) stay in the cache; with ``measure`` each built vmlinux is measured under emulation
+    in its build's thread and stored with it. ``ci.queue.coordinator.QueuedBuilds`` is the same stage
     through build workers."""
     stats = RunStats()
     jobs = {(j.commit.sha, j.toolchain): j
-            for j in plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux)}
+            for j in plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux, measure)}
     todos = {k: list(j.targets) for k, j in jobs.items()}
     # toolchains build side by side; each build is analyzed and stored as soon as it is done
-    for key, done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets)):
+    for key, done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets, measure),
+                                        measure):
         line = store_job(store, jobs[key], done, stats)
         stats.lines.append(line)
         progress(line)
@@ -282,10 +293,15 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
         progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
         mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds(),
-        keep_vmlinux: int = DEFAULT_KEEP, builds: Callable[..., RunStats] = build_all):
+        keep_vmlinux: int = DEFAULT_KEEP, builds: Callable[..., RunStats] = build_all,
+        measure: Measure | None = None):
     """The whole pipeline; returns (report, stats). ``builds`` is stage 2: ``build_all`` in this
-    process (the default), or a ``ci.queue.coordinator.QueuedBuilds`` handing the jobs to workers."""
+    process (the default), or a ``ci.queue.coordinator.QueuedBuilds`` handing the jobs to workers.
+    ``measure``: each vmlinux built is also measured under emulation (``ci.pipeline.measure``)."""
     check_cpu(mcpu)                         # an unknown CPU fails before any build too
+    if measure is not None:
+        from ci.pipeline.measure import check_available
+        check_available()
     for tc in toolchains:
         builder.toolchain_info(tc)          # unknown or missing toolchains fail before any work
     tree = open_tree(tree_spec)
@@ -295,7 +311,8 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         plan = plan_range(store, tree, range_spec)
     else:
         raise InputError("give a commit range A..B or --series FILE.mbox")
-    stats = builds(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux)
+    extra = {"measure": measure} if measure is not None else {}
+    stats = builds(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux, **extra)
     stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
     return report(store, plan, toolchains, targets), stats
 

@@ -23,6 +23,7 @@ from typing import Callable
 from redis.exceptions import ConnectionError as RedisConnectionError, RedisError, TimeoutError as RedisTimeoutError
 
 from ci.pipeline import builder
+from ci.pipeline.measure import Measure
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
 from ci.queue.jobs import store_key
@@ -68,7 +69,9 @@ JOB_MARGIN = 900              # s past the build's own limit: waiting for the bu
 def job_timeout(base: int, job: BuildJob) -> int:
     """RQ's limit for one run of ``job``: ``base``, or the build's own time-out plus a margin when that
     is longer (``builder.options_for``: 3 h for a vmlinux), so RQ never kills a build kbuild may finish."""
-    own = builder.options_for(list(job.targets)).timeout
+    own = builder.options_for(list(job.targets), job.measure).timeout
+    if own and job.measure is not None:
+        own += job.measure.timeout       # the vmlinux's measurement runs in the job too
     return max(base, int(own) + JOB_MARGIN) if own else base
 
 
@@ -89,9 +92,9 @@ class QueuedBuilds:
 
     def __call__(self, store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
                  config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
-                 mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP) -> RunStats:
+                 mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP, measure: Measure | None = None) -> RunStats:
         stats = RunStats()
-        jobs = plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux)
+        jobs = plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux, measure)
         if not jobs:
             return stats
         run = Run(self, store, jobs, stats, progress)

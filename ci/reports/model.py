@@ -21,6 +21,7 @@ from analyzer.link_layout import HotPlacement, Move
 from analyzer.link_views import changed
 from analyzer.nm import Listing
 from analyzer.sections import SIZE_HEADER, SectionSizes, size_line
+from ci.reports.runtime import RuntimeReport, runtime_report
 from db import bloat_tables
 from db.errors import StoreError
 from db.inline_cost import scope_note, to_inline_cost
@@ -149,6 +150,7 @@ class ToolchainReport:
     inline_cost: InlineReport | None = None   # None: not stored for one of the two builds
     size: SectionSizes | None = None    # a linked target's ``size`` totals (vmlinux), this build
     base_size: SectionSizes | None = None   # and its parent's
+    runtime: RuntimeReport | None = None    # measured under emulation (vmlinux, 0016); None: not measured
 
     @property
     def link_changed(self) -> list[Move]:
@@ -188,7 +190,8 @@ class ToolchainReport:
                 "link_layout": [p.to_dict() for p in self.link_layout],
                 "link_moves": None if self.link_moves is None else [m.to_dict() for m in self.link_moves],
                 "inline_cost": self.inline_cost.to_dict() if self.inline_cost else None,
-                **({"size": _size_dict(self.size), "base_size": _size_dict(self.base_size)} if self.size else {})}
+                **({"size": _size_dict(self.size), "base_size": _size_dict(self.base_size)} if self.size else {}),
+                **({"runtime": self.runtime.to_dict()} if self.runtime else {})}
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -288,6 +291,8 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         if base is not None and base.status == "ok":
             rep.base_size = stored_size(store, base.id)
     rep.findings = store.findings_for(build.id, rep.base_build_id)
+    if build.target == "vmlinux":
+        rep.runtime = runtime_report(store, build.id, base.id if base is not None else None)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
         rep.link_layout = [p for ps in store.link_layout_for(build.id).values() for p in ps]
         if rep.link_layout and base is not None and base.status == "ok":

@@ -9,6 +9,7 @@ import json
 from analyzer import formats
 from analyzer.kinds import Kind
 from analyzer import link_views
+from ci.reports import runtime_views
 from ci.reports.model import InlineReport, PatchReport, SeriesReport, ToolchainReport, finding_order
 
 INLINE_CALLEES = 10                     # rows of the inline-cost table in text and mail (JSON: all)
@@ -102,6 +103,8 @@ def toolchain_text(t: ToolchainReport) -> str:
     lines += link_views.lines(t.link_moves)
     if t.inline_cost is not None and t.inline_cost.changed:     # after the findings: where their bytes went
         lines += inline_lines(t.inline_cost)
+    if t.runtime is not None:
+        lines += runtime_views.lines(t.runtime)
     return "\n".join(lines) + "\n"
 
 
@@ -152,6 +155,8 @@ def _md_patch(p: PatchReport) -> list[str]:
             out += ["```", t.size_text.rstrip("\n"), "```", ""]
         if t.inline_cost is not None and t.inline_cost.changed:
             out += _md_inline(t.inline_cost)
+        if t.runtime is not None:
+            out += runtime_views.markdown(t.runtime)
         for f in sorted(t.changes + t.new_in_build, key=finding_order):
             where = "" if f.base_build_id is not None else " (in this build)"
             out.append(f"- **{f.kind}**{where}: {f.message or f.function}")
