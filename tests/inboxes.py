@@ -109,10 +109,11 @@ class Inbox:
         """Force-push: the last ``n`` commits made again (same trees, new commits), master moved to them."""
         head = self.git("rev-parse", "refs/heads/master")
         old = self.git("rev-list", "--first-parent", "--reverse", f"-{n}", head).split()
-        base = self.git("rev-parse", f"{old[0]}^") if old else head
+        parent = self.git("rev-list", "--first-parent", "--skip", str(len(old)), "-1", head)  # '' past the root
         for c in old:
-            base = self.git("commit-tree", f"{c}^{{tree}}", "-p", base, "-m", f"rewritten {c[:12]}")
-        self.git("update-ref", "refs/heads/master", base)
+            parent = self.git("commit-tree", f"{c}^{{tree}}", *(("-p", parent) if parent else ()),
+                              "-m", f"rewritten {c[:12]}")
+        self.git("update-ref", "refs/heads/master", parent)
 
 
 # kind -> (bot message kind, a part of its note) for what ``plant`` makes; None: any (a parser's call)
@@ -128,7 +129,7 @@ PLANTS = {
     "garbage": (None, None),
     "latin1-mail": (None, None),
     "merge": ("other", None),
-    "empty-commit": (None, None),            # the message before it again: a copy, or rekeyed
+    "empty-commit": ("no_message", "m unchanged from the commit before"),
     "force-push": (None, None),
 }
 
@@ -150,9 +151,15 @@ def plant(inbox: Inbox, kind: str, i: int, rnd: random.Random, huge: int = 40 <<
         g.commit(g.tree(("120000", g.blob(b"../../../../etc/passwd"), "m")))
     elif kind == "missing":
         g.commit(g.tree(("100644", f"{rnd.getrandbits(160):040x}", "m")))
-    elif kind == "huge":                      # zeros after a mail's head: cheap to make, over the cap
-        head = f"From: Big <big{i}@example.org>\nTo: {LIST}\nSubject: [PATCH] huge {i}\nMessage-Id: <huge-{i}@x>\n\n"
-        g.commit(g.tree(("100644", g.blob(head.encode() + bytes(huge)), "m")))
+    elif kind == "huge":                      # a mail's head, then a hole: a sparse file, over the cap
+        path = g.dir / f"huge-{i}.eml"
+        with open(path, "wb") as f:
+            f.write(f"From: Big <big{i}@example.org>\nTo: {LIST}\nSubject: [PATCH] huge {i}\n"
+                    f"Message-Id: <huge-{i}@x>\n\n".encode())
+            f.truncate(huge)
+        oid = g.git("hash-object", "-w", str(path))
+        path.unlink()
+        g.commit(g.tree(("100644", oid, "m")))
     elif kind == "empty-m":
         g.commit(g.tree(("100644", g.blob(b""), "m")))
     elif kind == "no-m":

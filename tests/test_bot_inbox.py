@@ -143,7 +143,8 @@ def test_commits_that_give_no_message_are_read_past_recorded_and_the_list_goes_o
         got_kind, got_note = rows[key]
         assert want_kind is None or got_kind == want_kind, (kind, rows[key])
         assert want_note is None or want_note in got_note, (kind, rows[key])
-    assert rows[f"0:{commits[-2]}"][0] == "copy"        # the empty commit
+    assert rows[f"0:{commits[-2]}"] == ("no_message", "m unchanged from the commit before (an empty commit, a "
+                                                      "merge): no new message")
     replies = [m["In-Reply-To"] for m in mailbox.mbox(str(out))]
     assert sorted(replies) == sorted(f"<after-{i}@example.org>" for i in range(len(kinds) + 2)), replies
     assert all("does not apply" in m.get_payload(decode=True).decode() for m in mailbox.mbox(str(out)))
@@ -162,7 +163,7 @@ def test_commits_that_give_no_message_are_read_past_recorded_and_the_list_goes_o
     web = _dashboard(db)
     api = web.get("/api/bot").get_json()
     assert api["max_message_bytes"] == 32 << 20 and api["size_rule"].startswith("messages over 32 MiB are set aside")
-    assert api["set_aside"]["count"] == quarantined and api["messages_by_kind"]["no_message"] == 3
+    assert api["set_aside"]["count"] == quarantined and api["messages_by_kind"]["no_message"] == 4
     assert tree_key in {m["key"] for m in api["set_aside"]["messages"]}
     page = web.get("/bot").get_data(as_text=True)
     assert "messages over 32 MiB are set aside unread" in page and f"(at <code>{tree_key}</code>)" in page
@@ -213,3 +214,17 @@ def test_what_git_cannot_read_is_set_aside_and_a_broken_epoch_said_in_one_line(t
         inbox.commit(inbox.tree(("100644", blob, "m")))
     with pytest.raises(InputError, match=f"git cat-file failed on {MAX_LOST} commits in a row"):
         list(read_inbox(inbox.dir, set(got)))
+
+
+def test_a_seeded_inbox_campaign(tmp_path):
+    """bench/inbox_campaign.py's generator, two of each hand-made kind over three epochs: no traceback,
+    every valid series tested and mailed once, every commit recorded (the bench's own exit status too)."""
+    bench = Path(__file__).resolve().parent.parent / "bench" / "inbox_campaign.py"
+    proc = subprocess.run([sys.executable, str(bench), "--rounds", str(2 * len(PLANTS)), "--seed", "3",
+                           "--per-epoch", "10"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "over 3 epochs" in out and f"valid series tested: {2 * len(PLANTS)} of {2 * len(PLANTS)}" in out
+    assert "tracebacks: 0" in out and "series with more than one mail: 0" in out
+    assert "(all: yes); read again by a last poll: 0" in out
+    assert all(f"'{k}': 2" in out for k in PLANTS), out

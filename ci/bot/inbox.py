@@ -15,7 +15,8 @@ would otherwise stop every later walk at itself). An epoch is anyone's git: each
 type and size first and only a blob ``m`` within ``mailbox.MAX_MESSAGE`` is read. A commit without ``m``
 or with an empty one is a removal (``NoMessage``: recorded, nothing to set aside); an ``m`` that is a tree,
 a gitlink, a symbolic link, missing or over the cap is set aside unread (``Unreadable``, with the reason).
-Only first parents are walked (public-inbox's history is linear); a merge's own ``m`` is read as any commit's.
+An ``m`` the same as the commit before's (an empty commit, a merge adding nothing) is no new message. Only
+first parents are walked (public-inbox's history is linear); a merge's own new ``m`` is read as any commit's.
 """
 from __future__ import annotations
 
@@ -156,34 +157,44 @@ def _entry(tree: bytes, name: bytes, hash_len: int) -> tuple[bytes, str] | None:
     return None
 
 
-def _message(objects: _Objects, sha: str) -> bytes | Unreadable | NoMessage:
-    """Commit ``sha``'s message: the blob ``m`` of its tree, read only if it is one and within the cap."""
+def _m_entry(objects: _Objects, sha: str) -> tuple[bytes, str] | Unreadable | None:
+    """(mode, oid) of ``m`` in commit ``sha``'s root tree; None when it has none."""
     tree = objects.info(f"{sha}^{{tree}}")
     if tree is None:
         return Unreadable(f"commit {sha} or its tree is missing from the mirror")
     if tree[2] > _TREE_CAP:
         return Unreadable(f"a root tree of {tree[2]} bytes (public-inbox writes one entry): not read")
     try:
-        entry = _entry(objects.contents(tree[0], tree[2]), b"m", len(sha) // 2)
+        return _entry(objects.contents(tree[0], tree[2]), b"m", len(sha) // 2)
     except ValueError:
         return Unreadable(f"a damaged root tree {tree[0]}")
+
+
+def _message(objects: _Objects, sha: str, parent_m: str | None) -> tuple[bytes | Unreadable | NoMessage, str | None]:
+    """Commit ``sha``'s message: the blob ``m`` of its tree, read only if it is one, within the cap and not
+    its first parent's (``parent_m``: an empty commit, a merge adding nothing); and the oid of its ``m``."""
+    entry = _m_entry(objects, sha)
     if entry is None:
-        return NoMessage("a commit without m: a message removed (public-inbox-purge, -edit)")
+        return NoMessage("a commit without m: a message removed (public-inbox-purge, -edit)"), None
+    if isinstance(entry, Unreadable):
+        return entry, None
     mode, oid = entry
+    if oid == parent_m:
+        return NoMessage("m unchanged from the commit before (an empty commit, a merge): no new message"), oid
     if mode not in (b"100644", b"100755"):
         what = _MODES.get(mode, f"an entry of mode {mode.decode('ascii', 'replace')[:8]}")
-        return Unreadable(f"m is {what} ({oid}), not a message")
+        return Unreadable(f"m is {what} ({oid}), not a message"), oid
     blob = objects.info(oid)
     if blob is None:
-        return Unreadable(f"m's blob {oid} is missing from the mirror")
+        return Unreadable(f"m's blob {oid} is missing from the mirror"), oid
     if blob[1] != "blob":
-        return Unreadable(f"m ({oid}) is a {blob[1]} object, not a message")
+        return Unreadable(f"m ({oid}) is a {blob[1]} object, not a message"), oid
     if blob[2] == 0:
-        return NoMessage("an empty m (a purged message's stub)")
+        return NoMessage("an empty m (a purged message's stub)"), oid
     if blob[2] > MAX_MESSAGE:
         return Unreadable(f"a message of {blob[2]} bytes, over the {MAX_MESSAGE >> 20} MiB cap (blob {oid}): "
-                          "set aside unread")
-    return objects.contents(oid, blob[2])
+                          "set aside unread"), oid
+    return objects.contents(oid, blob[2]), oid
 
 
 MAX_LOST = 3                    # commits in a row git cat-file fails on before the epoch, not a commit, is blamed
@@ -197,16 +208,22 @@ def _messages(repo: Path, shas: list[str]) -> Iterator[tuple[str, bytes | Unread
         return
     objects, lost = _Objects(repo), 0
     try:
+        before = objects.info(f"{shas[0]}^:m")          # the first one's parent (shas are a first-parent chain)
+        parent_m = before[0] if before else None
+    except _Lost:                                     # (then the first commit tells)
+        objects.close()
+        objects, parent_m = _Objects(repo), None
+    try:
         for sha in shas:
             try:
-                got = _message(objects, sha)
+                got, parent_m = _message(objects, sha, parent_m)
             except _Lost as e:
                 lost += 1
                 if lost >= MAX_LOST:
                     raise InputError(f"{repo}: git cat-file failed on {lost} commits in a row, the last {sha}: "
                                      f"{e}; is the mirror damaged (git fsck)?") from None
                 objects.close()
-                objects = _Objects(repo)
+                objects, parent_m = _Objects(repo), None
                 got = Unreadable(f"git could not read it (a damaged object?): {e}")
             else:
                 lost = 0
