@@ -88,10 +88,14 @@ def test_inbox_polled_by_commit_across_epochs_and_a_forced_update(example_store,
     box = list(mailbox.mbox(str(out)))
     assert len(box) == sent_before + 1 and box[-1]["In-Reply-To"] == "<late-1@example.org>"
     # the known messages still there point at their rewritten commits (the purged one keeps its old
-    # commit): the next poll walks nothing
-    keys0 = {k for (k,) in store_rows(db, "SELECT source_key FROM bot_messages WHERE message_id != '<tidy-v1@example.org>'")
-             if k.startswith("0:")}
+    # commit; the empty m purge left in its place is recorded, as no message): the next poll walks nothing
+    rows0 = [(k, kind, note) for k, kind, note in store_rows(
+        db, "SELECT source_key, kind, note FROM bot_messages WHERE message_id != '<tidy-v1@example.org>'")
+        if k.startswith("0:")]
+    keys0 = {k for k, kind, _ in rows0 if kind != "no_message"}
     assert len(keys0) == 3 and keys0 <= {f"0:{c}" for c in new0}
+    (purged,) = [(k, note) for k, kind, note in rows0 if kind == "no_message"]
+    assert purged[0] in {f"0:{c}" for c in new0} and purged[1] == "an empty m (a purged message's stub)", purged
     fifth = ok(run_bot(*args, db=db))
     assert "read 0 new messages" in fifth.stderr and "0 mails decided" in fifth.stderr
 
@@ -157,8 +161,8 @@ def test_commits_that_give_no_message_are_read_past_recorded_and_the_list_goes_o
     assert "messages over 32 MiB are set aside unread" in status
     assert "m is a directory (a tree)" in status and "over the 32 MiB cap (blob " in status
     tree_key = next(k for k, kind in planted.items() if kind == "tree")
-    assert f"m is a directory (a tree) ({inbox.git('rev-parse', tree_key[2:] + ':m')}), not a message (at {tree_key})" \
-        in status
+    assert f"m is a directory (a tree), not a message (object {inbox.git('rev-parse', tree_key[2:] + ':m')}) " \
+           f"(at {tree_key})" in status
     from test_bot_hostile import _dashboard
     web = _dashboard(db)
     api = web.get("/api/bot").get_json()
@@ -180,15 +184,17 @@ def test_the_p1_reproduction_twice(tmp_path):
     db, out = tmp_path / "s.db", tmp_path / "outbox.mbox"
     args = ("--inbox", inbox.dir, "--once", "--config", bot_config(tmp_path / "bot.toml"), "--outbox", out)
     inbox.post(_after(0, "nothing"))
-    e = str(inbox.epochs()[0])
-    script = ("t=$(printf '100644 blob %s\\tm\\n' $(echo x | git --git-dir E hash-object -w --stdin) | git --git-dir E mktree)\n"
-              "c=$(printf '040000 tree %s\\tm\\n' $t | git --git-dir E mktree | xargs -I{} git --git-dir E commit-tree {} "
-              "-p master -m x)\ngit --git-dir E update-ref refs/heads/master $c\n").replace("E", e)
-    subprocess.run(["sh", "-ec", script], check=True, env=inbox.env)
+    script = ("t=$(printf '100644 blob %s\\tm\\n' $(echo x | git --git-dir $E hash-object -w --stdin) "
+              "| git --git-dir $E mktree)\n"
+              "c=$(printf '040000 tree %s\\tm\\n' $t | git --git-dir $E mktree "
+              "| xargs -I{} git --git-dir $E commit-tree {} -p master -m x)\n"
+              "git --git-dir $E update-ref refs/heads/master $c\n")
+    subprocess.run(["sh", "-ec", script], check=True, env={**inbox.env, "E": str(inbox.epochs()[0])})
     inbox.post(_after(1, "a tree"))
     runs = [ok(run_bot(*args, db=db)) for _ in range(2)]
     assert "read 3 new messages" in runs[0].stderr and "read 0 new messages" in runs[1].stderr
-    assert sorted(m["In-Reply-To"] for m in mailbox.mbox(str(out))) == ["<after-0@example.org>", "<after-1@example.org>"]
+    replies = sorted(m["In-Reply-To"] for m in mailbox.mbox(str(out)))
+    assert replies == ["<after-0@example.org>", "<after-1@example.org>"]
 
 
 def test_what_git_cannot_read_is_set_aside_and_a_broken_epoch_said_in_one_line(tmp_path):

@@ -175,7 +175,7 @@ def _message(objects: _Objects, sha: str, parent_m: str | None) -> tuple[bytes |
     its first parent's (``parent_m``: an empty commit, a merge adding nothing); and the oid of its ``m``."""
     entry = _m_entry(objects, sha)
     if entry is None:
-        return NoMessage("a commit without m: a message removed (public-inbox-purge, -edit)"), None
+        return NoMessage("a commit without m (a removal: public-inbox-learn rm, -edit)"), None
     if isinstance(entry, Unreadable):
         return entry, None
     mode, oid = entry
@@ -183,12 +183,12 @@ def _message(objects: _Objects, sha: str, parent_m: str | None) -> tuple[bytes |
         return NoMessage("m unchanged from the commit before (an empty commit, a merge): no new message"), oid
     if mode not in (b"100644", b"100755"):
         what = _MODES.get(mode, f"an entry of mode {mode.decode('ascii', 'replace')[:8]}")
-        return Unreadable(f"m is {what} ({oid}), not a message"), oid
+        return Unreadable(f"m is {what}, not a message (object {oid})"), oid
     blob = objects.info(oid)
     if blob is None:
         return Unreadable(f"m's blob {oid} is missing from the mirror"), oid
     if blob[1] != "blob":
-        return Unreadable(f"m ({oid}) is a {blob[1]} object, not a message"), oid
+        return Unreadable(f"m is a {blob[1]} object, not a message (object {oid})"), oid
     if blob[2] == 0:
         return NoMessage("an empty m (a purged message's stub)"), oid
     if blob[2] > MAX_MESSAGE:
