@@ -293,10 +293,19 @@ MAX_MESSAGE = 32 << 20          # bytes: far past any list's limit; bigger ones 
 
 @dataclass(frozen=True)
 class Unreadable:
-    """A maildir entry the bot will not read whole: not a regular file (a FIFO would block the bot
-    forever), unreadable, or over MAX_MESSAGE. ``head`` is what was read of it, for the operator."""
+    """An entry the bot will not read whole, set aside (quarantined) with the reason: in a maildir, not a
+    regular file (a FIFO would block the bot forever), unreadable, or over MAX_MESSAGE; in a public-inbox
+    epoch, a commit whose ``m`` is not a blob within MAX_MESSAGE. ``head`` is what was read of it, for the
+    operator."""
     reason: str
     head: bytes = b""
+
+
+@dataclass(frozen=True)
+class NoMessage:
+    """An entry that holds no message and never will (a public-inbox commit removing one, an empty ``m``):
+    recorded as read so that it is not walked again, but nothing to set aside: there is nothing to look at."""
+    reason: str
 
 
 def _read_entry(path: str) -> bytes | Unreadable:

@@ -23,6 +23,7 @@ which has no such window).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import mailbox
 import os
 import signal
@@ -43,8 +44,8 @@ from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.bot.inbox import check_inbox, read_inbox
 from ci.bot.trailers import am_patches
-from ci.bot.mailbox import (Unreadable, am_ready, body_text, check_maildir, check_mbox, content_key, malformed_id,
-                            mbox_has_messages, parse_mail, quarantine, read_maildir, read_mbox)
+from ci.bot.mailbox import (NoMessage, Unreadable, am_ready, body_text, check_maildir, check_mbox, content_key,
+                            malformed_id, mbox_has_messages, parse_mail, quarantine, read_maildir, read_mbox)
 from ci.bot.outgoing import SendError, Transport
 from ci.bot.patchwork import CONTEXT, Check, patch_check, write_check
 from ci.bot.policy import Policy
@@ -83,7 +84,7 @@ class Source:
         if self.immediate and not mbox_has_messages(self.path):
             raise InputError(f"{self.path}: no mail in it (--series takes an mbox of the series, e.g. from b4 am)")
 
-    def read(self, known: set[str]) -> Iterator[tuple[str, bytes | Unreadable]]:
+    def read(self, known: set[str]) -> Iterator[tuple[str, bytes | Unreadable | NoMessage]]:
         reader = {"maildir": read_maildir, "mbox": read_mbox, "inbox": read_inbox}[self.kind]
         return reader(self.path, known)
 
@@ -189,7 +190,9 @@ class Bot:
         copies: list[BotMessage] = []                  # the same message again: recorded, so never read again
         for key, raw in source.read(known):
             res.read += 1
-            if isinstance(raw, Unreadable):
+            if isinstance(raw, NoMessage):
+                m = _no_message(label, key, raw.reason, stamp)
+            elif isinstance(raw, Unreadable):
                 m = quarantine(BotMessage(malformed_id(f"{label}\0{key}".encode()), "other", source=label,
                                           source_key=key, received_at=stamp), raw.reason, raw.head)
             else:
@@ -499,11 +502,18 @@ class Bot:
 def _copy(m: BotMessage) -> BotMessage:
     """A second copy of a message already read (two deliveries, a resend): a row of its own, without
     the bytes, so its maildir key / mbox hash is known and it is not read on every poll."""
-    import hashlib
     h = hashlib.sha256(f"{m.source}\0{m.source_key}".encode()).hexdigest()[:24]
     return BotMessage(f"<copy-{h}@sizewatch.invalid>", "copy", m.subject, m.from_name, m.from_addr,
                       note=f"a copy of {m.message_id[:200]}", source=m.source, source_key=m.source_key,
                       received_at=m.received_at)
+
+
+def _no_message(source: str, key: str, reason: str, stamp: str) -> BotMessage:
+    """A source entry that holds no message (a public-inbox removal commit): a row of its own, so it is
+    not read again, of a kind of its own, so that it is neither a message nor set aside."""
+    h = hashlib.sha256(f"{source}\0{key}".encode()).hexdigest()[:24]
+    return BotMessage(f"<none-{h}@sizewatch.invalid>", "no_message", note=reason, source=source, source_key=key,
+                      received_at=stamp)
 
 
 def _human(d: timedelta) -> str:

@@ -17,7 +17,7 @@ from email import message_from_bytes, policy as email_policy
 
 import re
 
-from ci.bot.mailbox import clean_text
+from ci.bot.mailbox import MAX_MESSAGE, clean_text
 from ci.bot.policy import Policy
 from db.store import Store
 
@@ -25,6 +25,8 @@ from db.store import Store
 SERIES_STATES = ("waiting", "incomplete", "superseded", "tested", "not_applied", "quarantined", "infra_failure",
                  "skipped", "error")
 MAIL_STATES = ("decided", "held", "sent", "dropped")
+# not a policy setting: what every reader does before it reads a message (ci.bot.mailbox, ci.bot.inbox)
+SIZE_RULE = f"messages over {MAX_MESSAGE >> 20} MiB are set aside unread (quarantined, with their size)"
 
 
 def label(state: str) -> str:
@@ -88,6 +90,8 @@ class BotStatus:
     infra_failures: list[dict] = field(default_factory=list)       # series the machine failed: retried
     quarantined_series: list[dict] = field(default_factory=list)   # series set aside: not tried again
     set_aside: dict = field(default_factory=dict)                  # quarantined or malformed messages
+    max_message_bytes: int = MAX_MESSAGE                           # the readers' cap, and the rule as said
+    size_rule: str = SIZE_RULE
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -136,7 +140,7 @@ def _operator(store: Store, series, limit: int) -> tuple[list[dict], list[dict],
              "messages": [{"kind": m.kind, "message_id": clean_text(m.message_id)[:200],
                            "received_at": m.received_at, "subject": clean_text(m.subject)[:200],
                            "from": clean_text(m.from_addr)[:200], "reason": clean_text(m.note)[:500],
-                           "source": m.source} for m in msgs]}
+                           "source": m.source, "key": clean_text(m.source_key)[:100]} for m in msgs]}
     return rows("infra_failure"), rows("quarantined"), aside
 
 
@@ -191,7 +195,7 @@ def text(st: BotStatus, with_mails: bool = True) -> str:
     out.append(f"quarantined or malformed messages: {aside['count']}"
                + (f" (the newest {aside['shown']})" if aside["count"] > aside["shown"] else ""))
     out += [f"  {m['kind']:11} {m['message_id'][:80]}  {m['received_at']}  {m['subject'][:60]!r}: {m['reason'][:200]}"
-            for m in aside["messages"]]
+            + (f" (at {m['key']})" if m["key"] else "") for m in aside["messages"]]
     out.append("")
     out.append(f"mails: {len(st.mails)} (" + ", ".join(f"{n} {label(k)}" for k, n in st.mail_counts.items()) + ")")
     for m in st.mails:
@@ -209,6 +213,7 @@ def text(st: BotStatus, with_mails: bool = True) -> str:
     out.append(f"  watch lists: {', '.join(w['lists']) or 'every list'}; senders: {', '.join(w['senders']) or 'everyone'}"
                f"; opted out: {', '.join(w['opt_out']) or 'nobody'}")
     out.append("  report: " + ", ".join(f"{k}={v}" for k, v in p["report"].items()))
+    out.append(f"  {st.size_rule}")
     if with_mails and st.mails:
         for m in st.mails:
             out.append("")
