@@ -142,3 +142,10 @@ def test_verdict_and_policy(store):
                         ("runtime_lines = 1.5", "runtime_lines: expected an int")):
         with pytest.raises(InputError, match=match):
             parse_policy(f"[report]\n{text}\n")
+
+
+def test_readme_documents_the_knobs():
+    readme = (ROOT / "README.md").read_text()
+    for line in ("fastpath_instructions = true", "fastpath_lines = true", "runtime_instructions = 2.0",
+                 "runtime_percent = 1.0", "runtime_lines = 1", "--runtime-instructions N"):
+        assert line in readme, line
