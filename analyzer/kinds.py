@@ -47,6 +47,12 @@ class Kind(str, Enum):
     # where a hot function lands after the link (analyzer.link_layout, a vmlinux target)
     LINK_CACHE_LINES = ("link_cache_lines", "warning", Scope.CHANGE,
                         "a hot function spans more 64-byte cache lines at its link address")
+    # the fast path measured under emulation (analyzer.runtime_findings, a measured vmlinux);
+    # a decrease is the same kind reported as info
+    FASTPATH_INSTRUCTIONS = ("fastpath_instructions", "warning", Scope.CHANGE,
+                             "the allocator's fast path executes more instructions per alloc/free pair")
+    FASTPATH_LINES = ("fastpath_lines", "warning", Scope.CHANGE,
+                      "the allocator's fast path touches more 64-byte instruction lines per alloc/free pair")
     GROWTH = ("growth", "warning", Scope.SERIES, "the target grew past the configured threshold")
     INLINE_GROWTH = ("inline_growth", "warning", Scope.SERIES,
                      "an inline function's bytes in the whole target grew past the configured threshold")

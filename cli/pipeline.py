@@ -10,6 +10,23 @@ from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.targets import DEFAULT_TARGETS
 
 
+def runtime_options(f):
+    """``--runtime-*``: when a measured fast path's change is a finding (analyzer.runtime_findings)."""
+    f = click.option("--runtime-lines", default=1, show_default=True, metavar="N",
+                     help="the fast path touching N more 64-byte lines per alloc/free pair is a finding (0: never)")(f)
+    f = click.option("--runtime-percent", default=1.0, show_default=True, metavar="P",
+                     help="... and by more than P %% of the parent's (0: the count alone judges)")(f)
+    f = click.option("--runtime-instructions", default=2.0, show_default=True, metavar="N",
+                     help="the fast path executing more than N more instructions per alloc/free pair under "
+                          "QEMU TCG is a finding ...")(f)
+    return f
+
+
+def _runtime(instructions: float, percent: float, lines: int):
+    from analyzer.runtime_findings import RuntimeThresholds
+    return RuntimeThresholds(instructions, percent, lines)
+
+
 @click.command("run")
 @click.option("--tree", default="6.1", show_default=True,
               help="kernel git tree: a Debian linux-source version (6.1) or a path")
@@ -35,6 +52,7 @@ from toolchains.targets import DEFAULT_TARGETS
 @click.option("--measure", "measure_spec", is_flag=False, flag_value="", default=None, metavar="[orders=0,4,8,n=N]",
               help="boot each vmlinux built under QEMU TCG and count the allocator's executed instructions per "
                    "alloc/free pair (default orders 0-8, n=10000 pairs each)")
+@runtime_options
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--markdown", "as_md", is_flag=True, help="print the report as Markdown")
 @click.option("--queue", "queue_url", default=None, metavar="REDIS_URL",
@@ -44,7 +62,8 @@ from toolchains.targets import DEFAULT_TARGETS
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
             targets: str, config_name: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
-            cost_cycles_percent: float, measure_spec: str | None, as_json: bool, as_md: bool,
+            cost_cycles_percent: float, measure_spec: str | None, runtime_instructions: float,
+            runtime_percent: float, runtime_lines: int, as_json: bool, as_md: bool,
             queue_url: str | None, attempts: int, db: str | None) -> None:
     """Build and analyze COMMITS (A..B) or a --series, store the results, print the per-patch report.
 
@@ -72,6 +91,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
+        runtime = _runtime(runtime_instructions, runtime_percent, runtime_lines)
         measure = None
         if measure_spec is not None:
             from ci.pipeline.measure import parse_measure
@@ -87,7 +107,8 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
                                          split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
-                                         keep_vmlinux=keep_vmlinux, builds=builds, measure=measure)
+                                         keep_vmlinux=keep_vmlinux, builds=builds, measure=measure,
+                                         runtime=runtime)
             click.echo(f"sizewatch: {stats.built} built, {stats.reanalyzed} re-analyzed, {stats.stored} already "
                        f"stored, {stats.failed} failed; store {store.path}", err=True)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
@@ -105,25 +126,28 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
 @click.argument("ref")
 @click.option("--toolchains", default=None, help="only these toolchains (comma-separated)")
 @click.option("--targets", default=None, help="only these targets (comma-separated)")
+@runtime_options
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--markdown", "as_md", is_flag=True)
 @db_option
-def report_cmd(ref: str, toolchains: str | None, targets: str | None, as_json: bool, as_md: bool,
-               db: str | None) -> None:
-    """Print the stored report of a COMMIT (sha or prefix) or a SERIES (id or message-id)."""
+def report_cmd(ref: str, toolchains: str | None, targets: str | None, runtime_instructions: float,
+               runtime_percent: float, runtime_lines: int, as_json: bool, as_md: bool, db: str | None) -> None:
+    """Print the stored report of a COMMIT (sha or prefix) or a SERIES (id or message-id).
+    A measured vmlinux's fast path is a finding when it grew past the --runtime-* limits."""
     from ci.reports import text as render
     from ci.reports.model import commit_report, series_report
     from db.errors import StoreError
     with one_line_errors():
+        runtime = _runtime(runtime_instructions, runtime_percent, runtime_lines)
         with open_store(db, read_only=True) as store:
             tcs, tgs = split(toolchains) or None, split(targets) or None
             if ref.isdigit() or "@" in ref:
-                report = series_report(store, ref, tcs, tgs)
+                report = series_report(store, ref, tcs, tgs, runtime)
             else:
                 commit = store.get_commit(ref)
                 if commit is None:
                     raise StoreError(f"{ref!r}: no such commit or series in the store")
-                report = commit_report(store, commit.sha, commit.tree, tcs, tgs)
+                report = commit_report(store, commit.sha, commit.tree, tcs, tgs, runtime=runtime)
             click.echo(render.to_json(report) if as_json else render.markdown(report) if as_md
                        else render.text(report), nl=False)
         warn_damage()

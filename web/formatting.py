@@ -84,8 +84,16 @@ def build_cells(cells: dict[str, dict], toolchains: list[str], url: str) -> Mark
     return Markup("\n".join(build_cell(cells.get(tc), f"{url}#tc-{tc}") for tc in toolchains))
 
 
+def per_pair(v) -> str:
+    """An executed-instruction figure per alloc/free pair (380, 137.50); anything else (a value the
+    store could not read: its marker) as given, escaped by the template."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "–" if v is None else str(v)
+    return f"{v:,.0f}" if v == int(v) else f"{v:,.2f}"
+
+
 def register(app) -> None:
-    app.jinja_env.filters.update(num=num, delta=delta, delta_class=delta_class, short=short,
+    app.jinja_env.filters.update(num=num, delta=delta, delta_class=delta_class, short=short, per_pair=per_pair,
                                  severity_badge=severity_badge, status_badge=status_badge,
                                  finding_counts=finding_counts, worst_finding=worst_finding,
                                  build_cells=build_cells)

@@ -13,6 +13,7 @@ from the environment (``password_env``) instead of the file.
               build_error_one_compiler, pushed_out_of_line, newly_out_of_line,
               likely_path_call, likely_path_lines, likely_path_cycles,
               cost_mcpu, cost_lines, cost_cycles_percent,
+              fastpath_instructions, fastpath_lines, runtime_instructions, runtime_percent, runtime_lines,
               growth_bytes, growth_percent, inline_growth_bytes, inline_growth_percent, not_applied, incomplete, min_compilers,
               shrinks_note
     [smtp]    host, port, starttls, ssl, username, password, password_env, ca_file, timeout
@@ -105,6 +106,18 @@ class ReportRules:
         """The pipeline's thresholds (analyzer.cost.CostThresholds) for these rules."""
         from analyzer.cost import CostThresholds
         return CostThresholds(lines=self.cost_lines, cycles_percent=self.cost_cycles_percent)
+    # a measured vmlinux's fast path ([bot] measure) against its parent's, per alloc/free pair at any order
+    fastpath_instructions: bool = True   # executed instructions grew past runtime_instructions AND runtime_percent
+    fastpath_lines: bool = True          # 64-byte lines touched grew by at least runtime_lines
+    runtime_instructions: float = 2.0    # instructions per pair (0: the percentage alone judges)
+    runtime_percent: float = 1.0         # percent of the parent's instructions per pair (0: the count alone judges)
+    runtime_lines: int = 1               # lines per pair (0: never a finding)
+
+    @property
+    def runtime_thresholds(self):
+        """The report's thresholds (analyzer.runtime_findings.RuntimeThresholds) for these rules."""
+        from analyzer.runtime_findings import RuntimeThresholds
+        return RuntimeThresholds(self.runtime_instructions, self.runtime_percent, self.runtime_lines)
     growth_bytes: int = 0                # the target grew by more than this (0: off)
     growth_percent: float = 0.0          # ... or by more than this percentage (0: off)
     # an inline function's bytes in the whole target (every inlined copy in the object, or kernel-wide
@@ -259,6 +272,9 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     if not 0 <= report.inline_growth_percent < float("inf"):
         raise InputError(f"{source}: [report].inline_growth_percent: must be a percentage >= 0, "
                          f"got {report.inline_growth_percent!r}")
+    for key in ("runtime_instructions", "runtime_percent"):
+        if not 0 <= getattr(report, key) < float("inf"):
+            raise InputError(f"{source}: [report].{key}: must be a number >= 0, got {getattr(report, key)!r}")
     if report.min_compilers < 1:
         raise InputError(f"{source}: [report].min_compilers: must be at least 1")
     n_tc = len(bot.get("toolchains", DEFAULT_TOOLCHAINS))

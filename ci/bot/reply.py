@@ -27,8 +27,8 @@ from email.policy import EmailPolicy
 from email.utils import format_datetime, getaddresses
 
 from ci.bot.policy import Policy
-from ci.reports.mail import (WIDTH, findings_block, fit, inline_block, para, reasons_block, size_block,
-                              table_lines)
+from ci.reports.mail import (WIDTH, findings_block, fit, inline_block, para, reasons_block, runtime_block,
+                              size_block, table_lines)
 from ci.reports.model import PatchReport, Reportable, tree_relative
 from db.botstore import BotMessage
 from toolchains.kbuild import Config
@@ -146,7 +146,8 @@ def tested_block(ctx: TestContext, policy: Policy, original: BotMessage, p: Patc
     return out
 
 
-def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, toolchains: list[str]) -> list[str]:
+def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, toolchains: list[str],
+                    measured: bool = False) -> list[str]:
     """b4 fetches the whole series from any of its Message-IDs, with the reviewers' trailers folded in as
     the bot folded them (ci.bot.trailers), so ``sizewatch run`` builds the same commits the bot did."""
     mid = head.message_id.strip("<>")
@@ -157,7 +158,8 @@ def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, 
     else:                                     # a shell continuation keeps it one command, as printed
         out += ["  b4 am -o - \\", f"      {mid} \\", "      > series.mbx"]
     out.append(f"  sizewatch run --tree {ctx.tree_spec} --series series.mbx --base {short(ctx.base_sha)} \\")
-    out.append(f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}")
+    out.append(f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}"
+               + (" --measure" if measured else ""))
     if commit_sha:
         out.append(f"  sizewatch report {short(commit_sha)} --toolchains {','.join(toolchains)}")
     return out
@@ -176,8 +178,11 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
     affected = [t for t in p.toolchains if t.toolchain in names]
     n = len(ctx.toolchains)
     out = [greeting(original), ""]
+    measured = any(t.runtime is not None for t in p.toolchains)
     out += para(f"sizewatch built this patch with {n} compiler{'s' if n != 1 else ''} and compared code size "
-                f"and inlining with its parent commit. It noticed the following:")
+                f"and inlining with its parent commit"
+                + (", and counted the page allocator's executed instructions under emulation" if measured else "")
+                + ". It noticed the following:")
     out.append("")
     out += para(f"[sizewatch test on {ctx.tree} {short(ctx.base_sha)}, {', '.join(ctx.targets)}]")
     out.append("")
@@ -214,6 +219,8 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
                 out += para(tree_relative(e), "    ", "")
             out.append("")
         out += inline_block(t, items, policy.max_table_rows, url)
+    for t in p.toolchains:                    # measured: every compiler's table, flagged or not
+        out += runtime_block(t, url)
     reasons = reasons_block(items, affected)
     if reasons:
         out.append("The compilers' reasons:")
@@ -222,7 +229,7 @@ def findings_body(original: BotMessage, p: PatchReport, items: list[Reportable],
     out.append("To reproduce:")
     out.append("")
     out += reproduce_block(ctx, original, p.commit.sha if p.commit else None,
-                           [t.toolchain for t in affected] or [name for name, _ in ctx.toolchains])
+                           [t.toolchain for t in affected] or [name for name, _ in ctx.toolchains], measured)
     out.append("")
     out += signature(policy)
     return "\n".join(fit(out)) + "\n"

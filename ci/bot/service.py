@@ -466,7 +466,7 @@ class Bot:
             raise InfrastructureError(f"{len(stats.parked)} build job(s) parked in the queue: {stats.parked[0]}")
         pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,
                              pol.report.cost_thresholds, progress=self.log)
-        report = pipeline.report(self.store, plan, toolchains, targets)
+        report = pipeline.report(self.store, plan, toolchains, targets, pol.report.runtime_thresholds)
         assert isinstance(report, SeriesReport)
         items = verdict.series_findings(report, pol.report)
         trailer = pol.list_rules(s.head.to + s.head.cc, [s.head.list_id]).justification_trailer

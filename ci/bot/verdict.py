@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from analyzer.kinds import Kind, Scope
+from analyzer.kinds import Kind, Scope, severity_of
 from ci.bot.policy import ReportRules
 from ci.reports.model import PatchReport, Reportable, SeriesReport, ToolchainReport, reportable_order, tree_relative
 
@@ -21,6 +21,12 @@ def _switched_on(rules: ReportRules, kind: str, scope: Scope) -> bool:
     """A stored finding is reported when it is of the scope asked for and its [report] switch
     (named as the kind) is on; kinds without a switch are never mailed."""
     return kind in _SCOPES[scope] and getattr(rules, kind, False) is True
+
+
+def _demoted(f) -> bool:
+    """A finding reported below its kind's severity (a fast path that got shorter is info): news, not
+    a flag."""
+    return f.severity == "info" and severity_of(f.kind) != "info"
 
 
 _SCOPES = {s: {k.value for k in Kind if k.scope is s} for s in Scope}
@@ -41,7 +47,7 @@ def toolchain_findings(p: PatchReport, t: ToolchainReport, rules: ReportRules) -
     """Findings of one patch under one toolchain that the rules select (build errors aside)."""
     out: list[Reportable] = []
     for f in t.changes:
-        if _switched_on(rules, f.kind, Scope.CHANGE):
+        if _switched_on(rules, f.kind, Scope.CHANGE) and not _demoted(f):
             out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
                                   _reasons(f.data), f.data))
     for f in t.new_in_build:

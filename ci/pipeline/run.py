@@ -19,6 +19,7 @@ from typing import Callable
 
 from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
 from analyzer.errors import InputError
+from analyzer.runtime_findings import RuntimeThresholds
 from analyzer.kinds import Kind
 from ci.pipeline import analysis, builder, link, linked
 from ci.pipeline.inline_costs import object_inline_cost
@@ -281,11 +282,12 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
     return n
 
 
-def report(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str]) -> SeriesReport | list[PatchReport]:
-    """Stage 4, from the store alone."""
+def report(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+           runtime: RuntimeThresholds = RuntimeThresholds()) -> SeriesReport | list[PatchReport]:
+    """Stage 4, from the store alone; ``runtime``: when a measured fast path's change is a finding."""
     if plan.series is not None:
-        return series_report(store, plan.series.id, toolchains, targets)
-    return [commit_report(store, c.sha, plan.tree.name, toolchains, targets) for c in plan.commits]
+        return series_report(store, plan.series.id, toolchains, targets, runtime)
+    return [commit_report(store, c.sha, plan.tree.name, toolchains, targets, runtime=runtime) for c in plan.commits]
 
 
 def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path | None = None,
@@ -294,10 +296,11 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
         mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds(),
         keep_vmlinux: int = DEFAULT_KEEP, builds: Callable[..., RunStats] = build_all,
-        measure: Measure | None = None):
+        measure: Measure | None = None, runtime: RuntimeThresholds = RuntimeThresholds()):
     """The whole pipeline; returns (report, stats). ``builds`` is stage 2: ``build_all`` in this
     process (the default), or a ``ci.queue.coordinator.QueuedBuilds`` handing the jobs to workers.
-    ``measure``: each vmlinux built is also measured under emulation (``ci.pipeline.measure``)."""
+    ``measure``: each vmlinux built is also measured under emulation (``ci.pipeline.measure``);
+    ``runtime``: when a measured fast path's change is a finding in the report."""
     check_cpu(mcpu)                         # an unknown CPU fails before any build too
     if measure is not None:
         from ci.pipeline.measure import check_available
@@ -314,5 +317,5 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
     extra = {"measure": measure} if measure is not None else {}
     stats = builds(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux, **extra)
     stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
-    return report(store, plan, toolchains, targets), stats
+    return report(store, plan, toolchains, targets, runtime), stats
 

@@ -12,6 +12,7 @@ import textwrap
 
 from analyzer import link_views
 from analyzer.kinds import Kind
+from ci.reports import runtime_views
 from ci.reports.model import PatchReport, Reportable, ToolchainReport, reportable_order
 from ci.reports.text import inline_lines
 
@@ -134,3 +135,19 @@ def inline_block(t: ToolchainReport, items: list[Reportable], max_rows: int, url
         return []
     lines = inline_lines(t.inline_cost, callees=max(1, max_rows // 8), files=max(1, max_rows // 8), more=url)
     return [f"inlined code, {t.toolchain}, {t.target}:", "", *lines[1:], ""]
+
+
+def runtime_block(t: ToolchainReport, url: str) -> list[str]:
+    """A measured vmlinux's page_bench table (``ci.reports.runtime_views``), said plainly to be
+    executed instructions under emulation: a reader must not take it for cycles; [] when not measured."""
+    if t.runtime is None:
+        return []
+    out = [f"fast path under emulation, {t.toolchain}, {t.target} (parent -> this patch):", ""]
+    if t.runtime.head.status == "ok":
+        out += para("These are instructions executed per alloc/free pair, counted exactly in a QEMU TCG "
+                    "guest (emulation): not cycles, not time on hardware.")
+        out.append("")
+    for ln in runtime_views.lines(t.runtime, functions=4, more=url):
+        lead = ln[:len(ln) - len(ln.lstrip())]
+        out += [ln] if len(ln) <= WIDTH else para(ln.strip(), lead + "  ", lead)
+    return out + [""]

@@ -20,6 +20,7 @@ from analyzer.kinds import INLINE_CHANGES, Kind, order
 from analyzer.link_layout import HotPlacement, Move
 from analyzer.link_views import changed
 from analyzer.nm import Listing
+from analyzer.runtime_findings import RuntimeThresholds, compare as runtime_compare
 from analyzer.sections import SIZE_HEADER, SectionSizes, size_line
 from ci.reports.runtime import RuntimeReport, runtime_report
 from db import bloat_tables
@@ -274,8 +275,20 @@ def comparison_tables(store: Store, base_id: int, head_id: int, cache: dict | No
     return stored if stored is not None else compute_tables(store, base_id, head_id, cache)
 
 
-def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: dict | None = None) -> ToolchainReport:
-    """``cache`` (build id -> SymbolSet) lets a series report read each patch's symbols once."""
+def runtime_findings(rep: ToolchainReport, thresholds: RuntimeThresholds) -> list[FindingRow]:
+    """The fast-path findings of a measured vmlinux against its parent's measurement: made when the
+    report is read (the thresholds are the reader's: ``sizewatch report --runtime-*``, the bot's
+    ``[report] runtime_*``), never stored; changes against the parent like the stored ones."""
+    if rep.runtime is None or rep.base_build_id is None:
+        return []
+    return [FindingRow(f.kind, f.function, f.severity, f.message, f.to_dict(), rep.base_build_id)
+            for f in runtime_compare(rep.runtime.diff, rep.target, thresholds)]
+
+
+def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: dict | None = None,
+                     runtime: RuntimeThresholds = RuntimeThresholds()) -> ToolchainReport:
+    """``cache`` (build id -> SymbolSet) lets a series report read each patch's symbols once;
+    ``runtime``: when a measured fast path's change is a finding."""
     rep = ToolchainReport(build.toolchain, build.toolchain_version, build.target, build.config_key,
                           build.status, build.id, errors=build.errors, seconds=build.seconds,
                           analyzed=build.analysis_version > 0)
@@ -293,6 +306,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if build.target == "vmlinux":
         rep.runtime = runtime_report(store, build.id, base.id if base is not None else None)
+        rep.findings += runtime_findings(rep, runtime)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
         rep.link_layout = [p for ps in store.link_layout_for(build.id).values() for p in ps]
         if rep.link_layout and base is not None and base.status == "ok":
@@ -307,7 +321,8 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
 
 
 def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: list[str] | None = None,
-                  targets: list[str] | None = None, cache: dict | None = None) -> PatchReport:
+                  targets: list[str] | None = None, cache: dict | None = None,
+                  runtime: RuntimeThresholds = RuntimeThresholds()) -> PatchReport:
     commit = store.get_commit(rev, tree)
     if commit is None:
         raise StoreError(f"commit {rev!r} is not in the store")
@@ -318,12 +333,12 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's order, else gcc then clang by version
     chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), sort_key(b.toolchain),
                                                     b.target))
-    reps = [toolchain_report(store, b, commit.parent_sha, cache) for b in chosen]
+    reps = [toolchain_report(store, b, commit.parent_sha, cache, runtime) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
 
 
 def series_report(store: Store, ref: int | str, toolchains: list[str] | None = None,
-                  targets: list[str] | None = None) -> SeriesReport:
+                  targets: list[str] | None = None, runtime: RuntimeThresholds = RuntimeThresholds()) -> SeriesReport:
     series = store.get_series(ref)
     if series is None:
         raise StoreError(f"series {ref!r} is not in the store")
@@ -331,7 +346,7 @@ def series_report(store: Store, ref: int | str, toolchains: list[str] | None = N
     cache: dict = {}
     for p in series.patches:
         if p.commit_sha:
-            rep = commit_report(store, p.commit_sha, series.tree, toolchains, targets, cache)
+            rep = commit_report(store, p.commit_sha, series.tree, toolchains, targets, cache, runtime)
             rep.position, rep.subject, rep.status, rep.error = p.position, p.subject, p.status, p.error
         else:
             rep = PatchReport(None, p.position, p.subject, p.status, p.error)

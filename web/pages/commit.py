@@ -1,7 +1,8 @@
 """``/commit/<sha-or-prefix>``: the patch page. Per toolchain: the bloat-o-meter table against the
 parent (sortable), clone-aware groups, inline changes with the compilers' reasons, where inlined code
 landed (per inlined callee and declaring file, from the stored inline cost), alignment and
-cache-line crossings with their headroom, the build's own findings and its compiler errors.
+cache-line crossings with their headroom, a measured vmlinux's fast path in executed instructions per
+alloc/free pair under QEMU TCG, the build's own findings and its compiler errors.
 
 The same report as plain text is ``/commit/<sha>.txt`` (what ``sizewatch report`` prints) and as
 JSON ``/api/commit/<sha>``.
@@ -20,6 +21,7 @@ from ci.reports.model import PatchReport, ToolchainReport, commit_report, findin
 from db.models import Commit, FindingRow
 from db.store import Store
 from web import context, params
+from web.pages.runtime_rows import commit_runtime
 
 bp = Blueprint("commit", __name__)
 
@@ -126,6 +128,7 @@ def toolchain_data(store: Store, t: ToolchainReport) -> dict:
         "likely_paths": _likely_paths(store, t),
         "link": _link(t),
         "inline_cost": t.inline_cost.to_dict() if t.inline_cost is not None else None,
+        "runtime": commit_runtime(t.runtime),      # measured vmlinux: the fast path under emulation
         "build_findings": [_finding(f) for f in sorted(t.new_in_build, key=finding_order)],
         "carried": t.carried,
         "links": {"log": f"/build/{t.build_id}/log"},

@@ -1,7 +1,8 @@
 """``/function/<name>``: one function's size across the stored commits, a line per toolchain
 (``?toolchain=`` keeps one), its inline status at every point, and the commits where it changed;
 for a function inlined somewhere, its inlined copies (instances and bytes in the whole target,
-from the stored inline cost: ``sizewatch history --inlined``) and where they changed."""
+from the stored inline cost: ``sizewatch history --inlined``) and where they changed; for a function
+of a measured vmlinux, its executed instructions and calls per alloc/free pair along history."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, jsonify, render_template
@@ -9,6 +10,7 @@ from flask import Blueprint, abort, jsonify, render_template
 from db.models import Commit, FunctionLine, InlinePoint
 from db.store import Store
 from web import charts, context, params
+from web.pages.runtime_rows import function_runtime
 
 bp = Blueprint("function", __name__)
 
@@ -112,12 +114,14 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
                   limit: int = 50) -> dict:
     series = store.function_series(params.function_name(name), toolchain, target=target)
     inlined = inlined_data(store.inline_history(name, toolchain, target=target), limit)
+    runtime = function_runtime(store.runtime_history(name, toolchain, target=target), limit)
     if not series.lines:
         where = f" under {toolchain}" if toolchain else ""
-        if inlined is None:
+        if inlined is None and runtime is None:
             abort(404, description=f"no function {name} in any stored build{where}")
         return {"function": name, "toolchain": toolchain, "target": target, "points": 0, "chart": None,
                 "current": [], "cost_chart": None, "changes": [], "changes_total": 0, "inlined": inlined,
+                "runtime": runtime,
                 "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
     lines = charts.ordered_lines(series)
     states = [charts.line_states(ln) for _, ln in lines]
@@ -132,7 +136,7 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
     return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,
             "chart": chart, "current": current, "cost_chart": cost_columns(store, name, lines),
             "link": link_columns(store, name, lines, series.commits, limit),
-            "changes": changed, "changes_total": n_changed, "inlined": inlined,
+            "changes": changed, "changes_total": n_changed, "inlined": inlined, "runtime": runtime,
             "links": {"json": f"/api/function/{name}" + (f"?toolchain={toolchain}" if toolchain else "")}}
 
 
