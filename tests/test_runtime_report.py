@@ -43,9 +43,9 @@ def test_text_table_per_order(store):
     assert fn == [["get_page_from_freelist", "137", "->", "143", "+6", "calls", "1", "->", "2"]]
     assert [ln.split()[:5] for ln in lines if ln.startswith("        free_pcp_prepare")] == \
         [["free_pcp_prepare", "37", "->", "36", "-1"]]
-    j = lines.index("  order 0, get_page_from_freelist: executed path differs from the likely path:")
-    assert lines[j + 1] == "    3 instructions run on every call but off it, 0 on it not run on every call"
-    assert all(len(ln) <= 78 for ln in lines[i:j + 2])
+    j = lines.index("  executed vs likely path per call (instructions run off it/on it not run):")
+    assert lines[j + 1] == "    get_page_from_freelist 3/0 (order 0)"
+    assert [ln for ln in lines[i:j + 2] if len(ln) > 78] == []
 
 
 def test_first_commit_and_failed_measurements(store):
@@ -61,7 +61,7 @@ def test_markdown_and_json(store):
     md = render.markdown(commit_report(store, B))
     assert "| 0 | 4K | 375 → 380 | +5 | +1.33% | 23 → 23 | `get_page_from_freelist` +6 (2), `free_pcp_prepare` -1 (1) |" in md
     assert "executed instructions, not cycles" in md
-    assert "- order 0, get_page_from_freelist: executed path differs from the likely path: 3 instructions" in md
+    assert "- `get_page_from_freelist` 3/0 (order 0)" in md
     doc = json.loads(render.to_json(commit_report(store, B)))
     (t,) = doc["toolchains"]
     rt = t["runtime"]

@@ -19,10 +19,30 @@ def signed(x: float) -> str:
     return "0" if x == 0 else ("+" if x > 0 else "") + num(x)
 
 
-def _path_line(order: int, p: PathCheck, sep: str = " ") -> str:
-    return (f"order {order}, {p.function}: executed path differs from the likely path:{sep}"
-            f"{len(p.off_likely)} instructions run on every call but off it, {len(p.not_executed)} on it not run "
-            f"on every call")
+PATHS_HEAD = "executed vs likely path per call (instructions run off it/on it not run):"
+
+
+def _grouped(disagreements: list[tuple[int, PathCheck]]) -> list[str]:
+    """One entry per function and difference, with the orders it was seen at (the same numbers
+    at every order are said once)."""
+    seen: dict[tuple[str, int, int], list[int]] = {}
+    for k, p in disagreements:
+        seen.setdefault((p.function, len(p.off_likely), len(p.not_executed)), []).append(k)
+    return [f"{name} {off}/{miss} (order{'s' if len(ks) > 1 else ''} {','.join(map(str, ks))})"
+            for (name, off, miss), ks in seen.items()]
+
+
+def _wrap(items: list[str], width: int = 74, indent: str = "    ") -> list[str]:
+    out, cur = [], indent
+    for it in items:
+        piece = it + "; "
+        if len(cur) + len(piece) > width and cur.strip():
+            out.append(cur.rstrip("; ").rstrip())
+            cur = indent
+        cur += piece
+    if cur.strip():
+        out.append(cur.rstrip().rstrip(";"))
+    return out
 
 
 def _head(r: RuntimeReport) -> list[str]:
@@ -56,9 +76,12 @@ def lines(r: RuntimeReport, functions: int = FUNCTIONS, more: str = "sizewatch r
                          else f"calls {num(f.calls[0])} -> {num(f.calls[1])}")
                 out.append(f"        {f.name[:30]:<30} {num(f.instructions[0]):>7} -> {num(f.instructions[1]):<7} "
                            f"{signed(f.delta):>6}  {calls}")
+                if f.lines[0] != f.lines[1]:
+                    out.append(f"          its 64-byte lines run on every pair: {f.lines[0]} -> {f.lines[1]}")
             if len(d.functions) > functions:
                 out.append(f"        ... {len(d.functions) - functions} more functions changed ({more})")
-    out += [ln for k, p in r.disagreements for ln in ("  " + _path_line(k, p, "\n    ")).split("\n")]
+    if r.disagreements:
+        out += ["  " + PATHS_HEAD, *_wrap(_grouped(r.disagreements))]
     return out
 
 
@@ -83,7 +106,7 @@ def markdown(r: RuntimeReport) -> list[str]:
             out.append(f"| {d.order} | {_size(d.order)} | {num(d.instructions[0])} → {num(d.instructions[1])} | "
                        f"{signed(d.delta)} | {signed(d.percent)}% | {d.lines[0]} → {d.lines[1]} | {fns} |")
     out.append("")
-    out += [f"- {_path_line(k, p)}" for k, p in r.disagreements]
     if r.disagreements:
-        out.append("")
+        out += [PATHS_HEAD[0].upper() + PATHS_HEAD[1:], "", *(f"- `{g.split(' ', 1)[0]}` {g.split(' ', 1)[1]}"
+                                                             for g in _grouped(r.disagreements)), ""]
     return out
