@@ -43,10 +43,14 @@ def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return proc
 
 
-def run_after_timeout(args, db: Path, server, sent: int, started: float, timeout: float = 2.0) -> None:
+def run_after_timeout(args, db: Path, server, sent: int, started: float, timeout: int = 2) -> None:
     """Poll the bot (one ``--once`` run at a time) until its time-out has passed and it sent one
     more mail: none in the first ``timeout - 1`` s after ``started`` (time.monotonic; the store keeps
-    arrival times to the second), exactly one after, within 30 s."""
+    arrival times to the second), exactly one after, within 30 s. Then the proof that the time-out
+    was reached, from the store: the mail was decided ``timeout`` s or more after the series' first
+    message was read (both stamps of the bot's clock, to the second), not at a poll that merely came
+    late: a bot mailing at once, or after a shorter time-out, fails here whatever the polls' timing."""
+    from datetime import datetime
     deadline = started + timeout + 30
     while True:
         ok(run_bot(*args, db=db))
@@ -55,9 +59,15 @@ def run_after_timeout(args, db: Path, server, sent: int, started: float, timeout
             assert now == sent, "mailed before the time-out"
         elif now > sent:
             assert now == sent + 1
-            return
+            break
         assert time.monotonic() < deadline, "no mail 30 s after the time-out"
         time.sleep(0.2)
+    ((reply_to, decided),) = store_rows(db, "SELECT in_reply_to, decided_at FROM bot_mails "
+                                            "ORDER BY decided_at DESC LIMIT 1")
+    ((first_seen,),) = store_rows(db, "SELECT MIN(received_at) FROM bot_messages WHERE series_key = "
+                                      "(SELECT series_key FROM bot_messages WHERE message_id = ?)", reply_to)
+    waited = (datetime.fromisoformat(decided) - datetime.fromisoformat(first_seen)).total_seconds()
+    assert timeout <= waited <= timeout + 30, (first_seen, decided)
 
 
 def body(m: email.message.EmailMessage) -> str:

@@ -218,7 +218,7 @@ def test_run_refuses_bad_cost_settings(tmp_path, args, msg):
     """Refused in one line before any tree is opened or build started."""
     p = subprocess.run([*sizewatch_cmd(), "run", "HEAD~1..HEAD", "--db", str(tmp_path / "s.db"), *args],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode != 0 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.returncode == 1 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "Traceback" not in p.stderr
 
 

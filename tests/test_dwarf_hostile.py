@@ -21,7 +21,7 @@ import pytest
 from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, dwarf_layout, dwarf_sections, elf_file, uleb
 from test_dwarf_synthetic import facts_units, form_units
 
-from analyzer.dwarf import native, read_dwarf
+from analyzer.dwarf import read_dwarf
 from analyzer.dwarf.walker import Walker
 from analyzer.elf import load_images, read_symtab
 from analyzer.errors import InputError
@@ -354,7 +354,7 @@ def native_campaign(tmp: str, n: int) -> dict:
     return outcomes
 
 
-@pytest.mark.skipif(not native.available(), reason="libdw extension not built (libdw-dev missing at install)")
+@pytest.mark.libdw
 @pytest.mark.timeout(600)
 def test_native_engine_hostile(tmp_path):
     """A crash inside libdw would end the process, not raise: the campaign runs in a child,

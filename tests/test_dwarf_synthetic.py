@@ -11,9 +11,10 @@ import re
 import subprocess
 
 import pytest
+from conftest import NATIVE
 from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, compile_dwarf, dwarf_layout
 
-from analyzer.dwarf import InlinedInstance, Subprogram, native, read_dwarf
+from analyzer.dwarf import InlinedInstance, Subprogram, read_dwarf
 from analyzer.dwarf.encoding import FORM, FORM_NAME
 from analyzer.dwarf.walker import Walker
 from analyzer.elf import load_images, read_symtab
@@ -225,8 +226,7 @@ def expected_facts(version: int, labels: dict[str, int]):
             [inlined, other_in])
 
 
-@pytest.mark.parametrize("engine", ["fast", "pyelftools", pytest.param("native", marks=pytest.mark.skipif(
-    not native.available(), reason="libdw extension not built (libdw-dev missing at install)"))])
+@pytest.mark.parametrize("engine", ["fast", "pyelftools", NATIVE])
 @pytest.mark.parametrize("version,osz", KINDS, ids=KIND_IDS)
 def test_inline_facts(tmp_path, version, osz, engine):
     units = facts_units(version, osz)

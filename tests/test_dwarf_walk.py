@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.dwarf import native, read_dwarf
+from analyzer.dwarf import read_dwarf
 from analyzer.elf import load_images, read_symtab
-from conftest import FIXTURES
+from conftest import FIXTURES, NATIVE
 
 
-ENGINES = ["fast", pytest.param("native", marks=pytest.mark.skipif(
-    not native.available(), reason="libdw extension not built (libdw-dev missing at install)"))]
+ENGINES = ["fast", NATIVE]
 
 
 def both(path, engine: str = "fast"):
@@ -92,7 +91,7 @@ def test_pyelftools_relocating_itself(example_series):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not native.available(), reason="libdw extension not built (libdw-dev missing at install)")
+@pytest.mark.libdw
 def test_native_debian_vmlinux():
     """The pinned Debian dbg vmlinux (bench/dbg_vmlinux.py, 2,172 units, 14 M DIEs): libdw's
     reading equals pyelftools' on mm/page_alloc.c and the walker's on every unit."""

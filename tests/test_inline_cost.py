@@ -21,8 +21,8 @@ from analyzer.clones import parse as parse_clone
 from analyzer.dwarf import load_sections
 from analyzer.dwarf.reference import dwarf_info
 from analyzer.elf import load_images, read_symtab
-from analyzer.dwarf import native
 from analyzer.inline_cost import inline_cost, innermost_segments
+from conftest import NATIVE
 from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, compile_dwarf
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inline_cost"
@@ -162,15 +162,16 @@ def check_against_oracles(path: Path, unit: str | None = None, engine: str = "au
 
 # --- a small object with known inlining ------------------------------------------------------
 @pytest.mark.parametrize("compiler", ["gcc-12", "clang-19"])
-def test_fixture_known_inlining(compile_c, compiler):
-    obj = compile_c(compiler, FIX / "callers.c")
+def test_fixture_known_inlining(compile_c, compiler, tmp_path):
+    # compiled from a directory outside the sources (see test_header_named_alike_from_any_directory)
+    obj = compile_c(compiler, FIX / "callers.c", cwd=tmp_path)
     got = inline_cost(obj)
     scale, mix = got.callees["scale"], got.callees["mix"]
     # first() inlines scale() once, second() twice; every scale() inlines mix() twice
     assert scale.instances == 3 and mix.instances == 6
     assert set(scale.callers) == set(mix.callers) == {"first", "second"}
-    assert scale.decl_file == mix.decl_file and scale.decl_file.endswith("inline_cost/helpers.h") \
-        or scale.decl_file == "helpers.h"
+    # named from the unit's source root, the directory callers.c and helpers.h share
+    assert scale.decl_file == mix.decl_file == "helpers.h"
     assert got.files[scale.decl_file].bytes == scale.bytes + mix.bytes
     # nested: mix's bytes are counted once, in mix; scale's "including" holds them too
     assert mix.bytes > 0 and scale.including >= scale.bytes + mix.bytes
@@ -199,11 +200,18 @@ def test_sizediff_inline_cost_errors(sizediff, compile_c, tmp_path):
     assert r.returncode == 0 and b"(no inlined callee changed)" in r.stdout
 
 
+@pytest.mark.xfail(strict=True, reason="known bug: clang-19 compiling from an ancestor of the source directory "
+                   "writes DWARF 5 include directories relative to comp_dir; inline_cost joins them without it "
+                   "and names the header tests/fixtures/inline_cost/helpers.h (gcc-12: helpers.h)")
+def test_header_named_alike_from_any_directory(compile_c):
+    """The same header is the same decl_file whichever directory the compiler ran in."""
+    for cc in ("gcc-12", "clang-19"):
+        obj = compile_c(cc, FIX / "callers.c", name=f"callers-from-root-{cc}.o", cwd=FIX.parent.parent.parent)
+        assert inline_cost(obj).callees["scale"].decl_file == "helpers.h", cc
+
 # --- synthetic DWARF: origins in another unit, nested inlines ------------------------------
 TEXT = 1 << 32         # where the analyzer places .text of a .o
-ENGINES = ["fast", "pyelftools",
-           pytest.param("native", marks=pytest.mark.skipif(not native.available(),
-                                                           reason="libdw extension not built (libdw-dev missing)"))]
+ENGINES = ["fast", "pyelftools", NATIVE]
 
 
 def nested_units(version: int) -> list[DwarfUnit]:

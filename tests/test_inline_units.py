@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.dwarf import native
 from analyzer.errors import InputError
 from analyzer.inline_cost import inline_cost
 from analyzer.inline_units import UnitCost, inline_cost_by_unit, unit_names
 from ci.pipeline.inline_costs import cached_inline_cost
 from ci.pipeline.unit_cache import (SETTLED_NS, UnitCache, _fs_now, _object_sha256, _read_hashes, _write_hashes,
                                     build_id, hashes_path, object_of)
+from conftest import NATIVE
 
-ENGINES = ["fast"] + (["native"] if native.available() else [])
+ENGINES = ["fast", NATIVE]
 
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,7 @@ def test_run_refuses_bad_config_and_keep_in_one_line(tmp_path):
         p = subprocess.run([*sizewatch_cmd(), "run", "--series", str(EXAMPLE_MBOX), *args, "--db",
                             str(tmp_path / "s.db")], capture_output=True, text=True, timeout=120)
         assert p.returncode == 1 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert not (tmp_path / "s.db").exists() or True
+    assert not (tmp_path / "s.db").exists()        # refused before the store is opened
 
 
 # --- retention ------------------------------------------------------------------------------

@@ -61,18 +61,24 @@ def test_function_page_bisects(setup):
     assert st["state"] == "done" and f"\n{p2} " in st["log"] and "grew by at least 100 bytes" in st["log"]
 
 
-@pytest.mark.parametrize("data, msg", [
-    ({"range": "abc", "toolchain": "gcc-12", "condition": "outlined"}, b"expected A..B"),
-    ({"range": "zz..yy", "toolchain": "gcc-12", "condition": "outlined"}, b""),
-    ({"range": "{b}..{p}", "toolchain": "gcc 12", "condition": "outlined"}, b"toolchain"),
-    ({"range": "{b}..{p}", "toolchain": "gcc-12", "condition": "smaller"}, b"expected one of"),
-    ({"range": "{b}..{p}", "toolchain": "gcc-12", "condition": "grew_by", "bytes": "-3"}, b"positive whole number"),
+@pytest.mark.parametrize("data, status, msg", [
+    ({"range": "abc", "toolchain": "gcc-12", "condition": "outlined"}, 400, b"expected A..B"),
+    ({"range": "zz..yy", "toolchain": "gcc-12", "condition": "outlined"}, 400,
+     b"is not a commit id: expected 4 to 40 hex digits"),
+    ({"range": "deadbeef..{p}", "toolchain": "gcc-12", "condition": "outlined"}, 404,
+     b"no commit deadbeef in the store"),
+    ({"range": "{b}..{p}", "toolchain": "gcc 12", "condition": "outlined"}, 400,
+     b"expected a toolchain name like gcc-12"),
+    ({"range": "{b}..{p}", "toolchain": "gcc-12", "condition": "smaller"}, 400,
+     b"expected one of grew_by, outlined, inlined, crossed_line"),
+    ({"range": "{b}..{p}", "toolchain": "gcc-12", "condition": "grew_by", "bytes": "-3"}, 400,
+     b"expected a positive whole number of bytes"),
 ])
-def test_bisect_bad_input(setup, data, msg):
+def test_bisect_bad_input(setup, data, status, msg):
     client, (base, p1, _) = setup
     data = {k: v.format(b=base[:12], p=p1[:12]) for k, v in data.items()}
     r = client.post("/function/__rmqueue_smallest/bisect", data={"token": TOKEN, **data})
-    assert r.status_code in (400, 404) and msg in r.data
+    assert r.status_code == status and msg in r.data, (r.status_code, r.data[-600:])
     assert client.post("/function/__rmqueue_smallest/bisect",
                        data={"token": "nope", "range": f"{base}..{p1}", "toolchain": "gcc-12",
                              "condition": "outlined"}).status_code == 403

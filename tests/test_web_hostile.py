@@ -94,7 +94,11 @@ def test_hostile_requests_are_400_or_404_with_one_line(client):
     r = client.get("/api/series/99999999999999999999999")
     assert r.get_json() == {"error": "99999999999999999999999 is not an id: expected a whole number up to "
                                      "9223372036854775807", "status": 400}
-    assert client.get("/series/99999999999999999999999.txt").status_code in (400, 404)
+    r = client.get("/series/99999999999999999999999.txt")         # the id is refused before any look-up
+    assert r.status_code == 400 and b"99999999999999999999999 is not an id: expected a whole number up to " \
+        b"9223372036854775807" in r.data, (r.status_code, r.data[:300])
+    r = client.get("/series/9223372036854775807.txt")             # a valid id, no such series
+    assert r.status_code == 404 and b"no series 9223372036854775807 in the store" in r.data, r.data[:300]
 
 
 def test_security_headers_on_every_answer(client):
