@@ -80,6 +80,9 @@ HOSTILE_GETS = {
     "/?commits=99999999999999999999": 400, "/?commits=%00": 400, "/?tree=%00": 400, "/?tree=" + "a" * 5000: 400,
     f"/matrix/{HEAD}?all=maybe": 400, "/series/1.txt?toolchains=%ff": 400, f"/commit/{HEAD}?target=%0a": 400,
     "/function/split_me?changes=-5": 400, "/function/split_me?toolchain=$(id)": 400,
+    # a newline after a good value ("$" matches before a final newline: every check is a whole match)
+    "/commit/abcd%0A": 400, f"/commit/{HEAD}?target=mm/page_alloc.o%0A": 400, "/function/split_me%0A": 400,
+    "/function/split_me?toolchain=gcc-12%0A": 400, "/?tree=linux-6.1%0A": 400, f"/api/matrix/{HEAD}%0A": 400,
 }
 
 
@@ -137,6 +140,17 @@ def test_a_cross_origin_post_is_refused_and_a_same_origin_one_is_not(store_path,
     bad_json = c.post(f"/api/commit/{HEAD}/rerun", data="{not json", content_type="application/json",
                       headers={"Authorization": "Bearer wrong"})
     assert bad_json.status_code == 403
+
+
+def test_a_name_with_a_newline_starts_no_bisect(store_path, tmp_path):
+    """``alloc_pages%0A`` is not ``alloc_pages``: refused before any job starts (it once started a second
+    bisect of the same function beside the first)."""
+    c = _client(store_path, jobs=tmp_path / "jobs")
+    form = {"range": f"{BASE[:12]}..{HEAD[:12]}", "toolchain": "gcc-12", "condition": "outlined"}
+    for url in ("/api/function/split_me%0A/bisect", "/function/split_me%0A/bisect"):
+        r = c.post(url, data=form, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 400 and "is not a function name" in r.get_data(as_text=True), (url, r.status_code)
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())    # nothing started
 
 
 DAMAGE = {

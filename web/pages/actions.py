@@ -113,7 +113,7 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
             abort(400, description=f"bytes={raw[:20]!r}: expected a positive whole number of bytes")
         flag.append(raw)
     target = (f.get("target") or DEFAULT_TARGETS[0]).strip()
-    if not params._TARGET.match(target):
+    if not params.valid_target(target):
         abort(400, description=f"target={target[:80]!r}: expected an object path like mm/page_alloc.o")
     tree = store.tree_path(first.tree) or first.tree.removeprefix("linux-")
     rng = f"{first.sha}..{last.sha}"
