@@ -153,6 +153,15 @@ def test_a_name_with_a_newline_starts_no_bisect(store_path, tmp_path):
     assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())    # nothing started
 
 
+def test_a_bisect_range_that_is_not_two_commits_is_a_400(store_path, tmp_path):
+    c = _client(store_path, jobs=tmp_path / "jobs")
+    for spec in (f"{BASE[:12]}..{HEAD[:12]}..{HEAD[:12]}", f"{BASE[:12]}...{HEAD[:12]}"):
+        form = {"range": spec, "toolchain": "gcc-12", "condition": "outlined"}
+        r = c.post("/api/function/split_me/bisect", data=form, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 400 and r.get_json()["error"] == f"bad range {spec!r}: give BASE..HEAD (two revisions)"
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
+
+
 DAMAGE = {
     "errors of build 2": "UPDATE builds SET errors = '[\"x.c:1: err' WHERE id = 2",
     "log of build 2": "UPDATE builds SET log_z = x'00112233' WHERE id = 2",

@@ -96,6 +96,12 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
     f = request.form if request.form else request.args
     name = params.function_name(name)
     spec = (f.get("range") or "").strip()
+    from toolchains.errors import BuildError
+    from toolchains.git import split_range
+    try:
+        split_range(spec)                    # A..B..C, A...B: what a range must look like
+    except BuildError as e:
+        abort(400, description=str(e))
     a, sep, b = spec.partition("..")
     if not sep or not a or not b:
         abort(400, description=f"range={spec[:80]!r}: expected A..B (two commits of the store)")
