@@ -27,6 +27,7 @@ from ci.reports.model import comparison_tables
 from db.models import Commit
 from db.store import Store
 from toolchains.build import toolchain_info
+from toolchains.git import split_range
 from toolchains.kbuild import Config
 from toolchains.source import Tree, open_tree
 from toolchains.targets import DEFAULT_TARGETS
@@ -178,7 +179,7 @@ def bisect(store: Store, tree_spec: str, function: str, range_spec: str, toolcha
         raise InputError(f"unknown condition {cond.kind!r} (one of {', '.join(CONDITIONS)})")
     if cond.kind == "grew_by" and cond.bytes <= 0:
         raise InputError("--grew-by takes a positive number of bytes")
-    if ".." not in range_spec:
+    if split_range(range_spec) is None:
         raise InputError(f"{range_spec}: give a range A..B (A: a commit where the condition does not hold)")
     toolchain_info(toolchain)               # an unknown or missing compiler fails before any git work
     tree = open_tree(tree_spec)

@@ -1,6 +1,6 @@
 """``sizewatch db``: the store itself. ``check`` runs sqlite's integrity and foreign-key checks and
-sizewatch's own (migrations known, JSON and compressed columns readable, rows pointing at rows
-that exist) read-only: one line, exit 0 when sound, exit 1 naming what is damaged."""
+sizewatch's own (migrations known, JSON and compressed columns readable, numbers in number columns,
+rows pointing at rows that exist) read-only: one line, exit 0 when sound, exit 1 naming what is damaged."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -85,6 +85,9 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             raise InputError(f"{mbox}: no such mbox file")
         if keep_vmlinux < 0:
             raise InputError("--keep-vmlinux: must be 0 or more")
+        if commits:
+            from toolchains.git import split_range
+            split_range(commits)             # a bad range fails before any work
         from toolchains.kbuild import preset
         from toolchains.targets import parse
         config = preset(config_name)

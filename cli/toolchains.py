@@ -109,6 +109,7 @@ def build_cmd(tree: str, commit_spec: str | None, mbox: Path | None, base: str |
     with one_line_errors():
         if bool(commit_spec) == bool(mbox):
             raise BuildError("give either --commits (X, X,Y or A..B) or --series FILE.mbox")
+        tgit.split_range(commit_spec or "")  # a bad range fails before any work (a tree unpacked)
         config = preset(config_name, read_fragment(fragment) if fragment else ())
         names = _toolchains(tcs)
         if not names:

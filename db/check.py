@@ -1,7 +1,8 @@
 """``sizewatch db check``: is this store sound? sqlite's own integrity and foreign-key checks, the
 migrations it carries against the ones this sizewatch knows, and sizewatch's own consistency:
-every JSON column parses, every compressed column decompresses, text is UTF-8, and rows point
-at rows that exist.
+every JSON column parses, every compressed column decompresses, text is UTF-8, every INTEGER and
+REAL column holds numbers (sqlite keeps text it cannot convert in a typed column; the columns are
+read from the schema, so a new migration's are checked too), and rows point at rows that exist.
 
 Read-only (``mode=ro``, no migration applied): a check never changes what it checks. Readers
 already show a damaged row as unreadable (``db.sqlite.loads``/``decompress``); this says where
@@ -107,6 +108,7 @@ def check_store(path: Path | str) -> CheckResult:
         _json(conn, cols, res)
         _zlib(conn, cols, res)
         _text(conn, cols, res)
+        _numbers(conn, typed_columns(conn), res)
         _references(conn, cols, res)
         _runtimes(conn, cols, res)
         if "builds" in cols:
@@ -115,7 +117,7 @@ def check_store(path: Path | str) -> CheckResult:
         if "bot_messages" in cols:
             n = conn.execute("SELECT count(*) FROM bot_messages").fetchone()[0]
             res.facts.append(f"{n} bot messages")
-        res.facts.append("every JSON, compressed and text column readable")
+        res.facts.append("every JSON, compressed, text and number column readable")
     except sqlite3.DatabaseError as e:            # damage deep enough that a query fails
         res.problems.append(f"a query failed: {e}")
     finally:
@@ -160,6 +162,7 @@ def check_pg(url: str) -> CheckResult:
                         else " || ',' || ".join(f'"{c}"' for c in pks.get(t, [])) or "ctid")
         _json(conn, cols, res)
         _zlib(conn, cols, res)
+        _pg_types(conn, found, res)
         _references(conn, cols, res)
         _runtimes(conn, cols, res)
         if "builds" in cols:
@@ -248,6 +251,63 @@ def _text(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult)
             conn.text_factory = str
         if bad:
             res.problems.append(f"{len(bad)} rows of {table}.{col} not UTF-8 text (row {_first_ids(bad)})")
+
+
+def _numeric(decl: str) -> bool:
+    """Whether sqlite gives a column of this declared type INTEGER or REAL affinity (its own rules)."""
+    d = (decl or "").upper()
+    return "INT" in d or any(k in d for k in ("REAL", "FLOA", "DOUB"))
+
+
+def typed_columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """Per table of an sqlite store, its INTEGER/REAL columns, read from the schema itself."""
+    out: dict[str, list[str]] = {}
+    for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
+        for r in conn.execute(f'PRAGMA table_info("{t}")').fetchall():
+            if _numeric(r[2]):
+                out.setdefault(t, []).append(r[1])
+    return out
+
+
+def _numbers(conn: sqlite3.Connection, typed: dict[str, list[str]], res: CheckResult) -> None:
+    """Rows whose INTEGER/REAL columns hold text or a blob (what readers show as unreadable,
+    db.sqlite.number): one scan per table for all of its columns."""
+    for table, columns in typed.items():
+        bad_of = [f"typeof(\"{c}\") NOT IN ('integer', 'real', 'null')" for c in columns]
+        bad: dict[str, list] = {}
+        for key, *flags in conn.execute(f'SELECT {_key(table)}, {", ".join(bad_of)} FROM "{table}" '
+                                        f'WHERE {" OR ".join(bad_of)}'):
+            for c, flag in zip(columns, flags):
+                if flag:
+                    bad.setdefault(c, []).append(key)
+        for c in columns:
+            if c in bad:
+                res.problems.append(f"{len(bad[c])} rows of {table}.{c} not a number (row {_first_ids(bad[c])})")
+
+
+# what PostgreSQL calls the types sqlite's INTEGER and REAL become (db.dialect), and their kin
+_PG_NUMBERS = ("bigint", "integer", "smallint", "double precision", "real", "numeric")
+
+
+def _pg_types(conn, versions: set[int], res: CheckResult) -> None:
+    """PostgreSQL keeps text out of a number column itself: what is left to check is that every
+    column the migrations declare INTEGER/REAL is still a number column on the server. The typed
+    columns come from the same migrations run on an in-memory sqlite (the schema, not a list)."""
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate.migrate(mem, upto=max(versions) if versions else 0)
+        typed = typed_columns(mem)
+    finally:
+        mem.close()
+    have = {(t, c): ty for t, c, ty in conn.execute("SELECT table_name, column_name, data_type FROM "
+                                                    "information_schema.columns WHERE table_schema = current_schema()")}
+    wrong = [f"{t}.{c} ({have[(t, c)]})" for t, cols in typed.items() for c in cols
+             if (t, c) in have and have[(t, c)] not in _PG_NUMBERS]
+    if wrong:
+        res.problems.append(f"{len(wrong)} number column{'s' if len(wrong) > 1 else ''} not of a number type on the "
+                            f"server: {', '.join(wrong[:5])}" + (", ..." if len(wrong) > 5 else ""))
+    else:
+        res.facts.append("every INTEGER/REAL column a number column")
 
 
 def _references(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:

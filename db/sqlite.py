@@ -76,8 +76,9 @@ def compress(text: str | bytes | None) -> bytes | None:
 
 # --- damaged rows ---------------------------------------------------------------------------------
 # A row damaged on disk or by another tool (a blob that is not zlib, truncated JSON, text that is not
-# UTF-8) must not take a page or a report down with it: readers substitute a marked value and note
-# the damage for this thread, which the dashboard shows on the page it was reading (web.guard).
+# UTF-8, text in an INTEGER/REAL column) must not take a page or a report down with it: readers
+# substitute a marked value and note the damage for this thread, which the dashboard shows on the
+# page it was reading (web.guard).
 
 _damage = threading.local()
 MAX_NOTES = 50
@@ -124,6 +125,34 @@ def loads(doc: str | None, what: str, fallback: type = dict):
     except (ValueError, TypeError):
         marker = unreadable(what)
         return [marker] if fallback is list else {}
+
+
+_NUMBER = (int, float)
+
+
+def number(value, what: str, default: int | float | None = 0):
+    """A value of an INTEGER/REAL column. sqlite keeps text it cannot convert in such a column
+    (``objects.text = 'abc'``): that reads as ``default``, noted as damage like a damaged JSON column."""
+    if value is None or type(value) in _NUMBER:
+        return value
+    note_damage(what)
+    return default
+
+
+def summed(value, what: str) -> int | None:
+    """An SQL ``sum()`` of an INTEGER column: sqlite adds text there as 0 and answers a REAL, which
+    reads as None (unknown), noted as damage."""
+    if value is None or type(value) is int:
+        return value
+    note_damage(what)
+    return None
+
+
+def numbers(values: list, what: str, default: int | float | None = 0) -> list:
+    """:func:`number` over one column's values: the list itself when every value is a number."""
+    if all(v is None or type(v) in _NUMBER for v in values):
+        return values
+    return [number(v, what, default) for v in values]
 
 
 def decompress(blob: bytes | None, what: str = "a compressed column") -> str:

@@ -31,8 +31,8 @@ from analyzer.runtime import Runtime
 from db import changes as _changes, dialect as _dialect, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import s64, u64
-from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
-                       text_factory, unreadable)                       # compress: API
+from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, note_damage, number, numbers,  # noqa: F401
+                       retry_busy as _retry_busy, summed, text_factory, unreadable)  # compress: API
 from db.errors import StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
@@ -346,6 +346,8 @@ JOIN configs cf ON cf.id = b.config_id
 def _build(row: tuple) -> Build:
     r = list(row)
     r[11] = loads(r[11], f"errors of build {r[0]}", list)
+    r[9] = number(r[9], f"seconds of build {r[0]}", 0.0)
+    r[12] = number(r[12], f"analysis version of build {r[0]}")
     return Build(*r)
 
 
@@ -791,7 +793,8 @@ class SqliteStore(Store):
     def objects_for(self, build_id: int) -> list[ObjectRecord]:
         rows = self._conn().execute("SELECT path, sha256, text, data, bss, sections, id FROM objects "
                                     "WHERE build_id = ? ORDER BY path", (build_id,))
-        return [ObjectRecord(p, h, t, d, b, loads(s, f"sections of object {i}"), id=i) for p, h, t, d, b, s, i in rows]
+        return [ObjectRecord(p, h, *(number(v, f"sizes of object {i}") for v in (t, d, b)),
+                             loads(s, f"sections of object {i}"), id=i) for p, h, t, d, b, s, i in rows]
 
     @_retry_busy
     def object_facts(self, build_id: int) -> dict[str, dict]:
@@ -809,6 +812,9 @@ class SqliteStore(Store):
             "JOIN names n ON n.id = l.name_id WHERE o.build_id = ? ORDER BY o.path, n.name", (build_id,))
         out: dict[str, list[FunctionCost]] = {}
         for path, name, ins, by, br, calls, pu, fr, me, li, end, cy, rt, mc in rows:
+            what = f"likely path of {name} (build {build_id})"
+            ins, by, br, pu, fr, me, li = (number(v, what) for v in (ins, by, br, pu, fr, me, li))
+            cy, rt = number(cy, what, None), number(rt, what, None)
             out.setdefault(path, []).append(FunctionCost(name, ins, by, br,
                                                          tuple(loads(calls, f"likely path calls of {name} (build {build_id})", list)), pu, fr, me,
                                                          li, end, cy, rt, mc))
@@ -820,7 +826,9 @@ class SqliteStore(Store):
             "SELECT o.build_id, l.insns, l.cycles FROM names n JOIN likely_paths l ON l.name_id = n.id "
             "JOIN objects o ON o.id = l.object_id WHERE n.name = ? AND o.build_id IN (SELECT value FROM json_each(?))",
             (name, json.dumps(build_ids)))
-        return {b: (i, c) for b, i, c in rows}
+        return {b: (number(i, f"likely path of {name} (build {b})"),
+                    number(c, f"likely path of {name} (build {b})", None))
+                for b, i, c in rows}
 
     @_retry_busy
     def inline_costs_for(self, build_id: int) -> list[InlineCostRecord]:
@@ -832,21 +840,23 @@ class SqliteStore(Store):
         out = []
         for oid, path, units, scope, inlined, outside, noname, empty, undescribed in heads:
             what = f"inline cost of {path} (build {build_id})"
+            units, inlined, outside, noname, empty, undescribed = (
+                number(v, what) for v in (units, inlined, outside, noname, empty, undescribed))
             callees: dict[int, InlineCalleeRow] = {}
             for pos, name, decl, inst, by, incl, em, un in conn.execute(
                     "SELECT c.pos, n.name, d.name, c.instances, c.bytes, c.including, c.empty, c.units "
                     "FROM inline_callees c JOIN names n ON n.id = c.name_id LEFT JOIN names d ON d.id = c.decl_file_id "
                     "WHERE c.object_id = ? ORDER BY c.pos", (oid,)):
-                callees[pos] = InlineCalleeRow(name, decl, inst, by, incl, em, un)
+                callees[pos] = InlineCalleeRow(name, decl, *(number(v, what) for v in (inst, by, incl, em, un)))
             for pos, caller, by in conn.execute(
                     "SELECT p.pos, n.name, p.bytes FROM inline_callee_callers p JOIN names n ON n.id = p.caller_id "
                     "WHERE p.object_id = ? ORDER BY p.pos, p.bytes DESC, n.name", (oid,)):
                 if pos in callees:
-                    callees[pos].callers[caller] = by
-            callers = [CallerCost(*r) for r in conn.execute(
+                    callees[pos].callers[caller] = number(by, what)
+            callers = [CallerCost(r[0], *(number(v, what) for v in r[1:])) for r in conn.execute(
                 "SELECT n.name, c.size, c.inlined, c.own, c.undescribed FROM inline_callers c "
                 "JOIN names n ON n.id = c.name_id WHERE c.object_id = ? ORDER BY n.name", (oid,))]
-            files = [FileCost(*r) for r in conn.execute(
+            files = [FileCost(r[0], *(number(v, what) for v in r[1:])) for r in conn.execute(
                 "SELECT n.name, f.callees, f.instances, f.bytes FROM inline_files f JOIN names n ON n.id = f.file_id "
                 "WHERE f.object_id = ? ORDER BY n.name", (oid,))]
             out.append(InlineCostRecord(path, units, list(callees.values()), callers, files,
@@ -871,13 +881,14 @@ class SqliteStore(Store):
                 "WHERE c.name_id = ?", (nid[0],)):
             p = got.setdefault(bid, [0, 0, 0, 0, 0, []])
             for i, v in enumerate((inst, by, incl, callers, units)):
-                p[i] += v
+                p[i] += number(v, f"inline cost of {name} (build {bid})")
             if decl and decl not in p[5]:
                 p[5].append(decl)
         rows = conn.execute(f"SELECT DISTINCT b.id, b.commit_id, b.toolchain_id, b.target FROM builds b "
                             f"JOIN objects o ON o.build_id = b.id JOIN inline_costs i ON i.object_id = o.id "
                             f"WHERE 1 = 1{where}", args).fetchall()
         commits, tcs = self._commits_by_id({r[1] for r in rows}), self._toolchain_names()
+        rows = self._placed(rows, commits, tcs, 1, 2)
         rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
         out = []
         for bid, cid, tcid, tgt in rows:
@@ -926,11 +937,15 @@ class SqliteStore(Store):
             "SELECT n.name, s.size, s.letter, sn.name, s.\"offset\" FROM objects o "
             "JOIN symbols s ON s.object_id = o.id JOIN names n ON n.id = s.name_id "
             "LEFT JOIN names sn ON sn.id = s.section_id WHERE o.build_id = ?", (build_id,))
-        return [SymbolRow(n, z, le, sec, u64(off)) for n, z, le, sec, off in rows]
+        what = f"symbols of build {build_id}"
+        return [SymbolRow(n, z if type(z) is int else number(z, what), le, sec,
+                          u64(off if type(off) is int else number(off, what))) for n, z, le, sec, off in rows]
 
     @staticmethod
     def _placement(name: str, row: tuple, what: str) -> HotPlacement:
         ordinal, section, address, size, blocks, lines, phase, pad_before, pad_after, nb = row
+        ordinal, address, size, blocks, lines, pad_before, pad_after = (
+            number(v, f"link layout of {name}") for v in (ordinal, address, size, blocks, lines, pad_before, pad_after))
         nb = loads(nb, what)
         near = {k: Neighbour(str(v.get("name", "")), int(v.get("address", 0)), int(v.get("size", 0)))
                 if isinstance(v, dict) else None for k, v in ((k, nb.get(k)) for k in ("prev", "next"))}
@@ -965,7 +980,9 @@ class SqliteStore(Store):
         ids = sorted({r[0] for rows in got.values() for r in rows})
         names = dict(conn.execute("SELECT id, name FROM names WHERE id IN (SELECT value FROM json_each(?))",
                                   (json.dumps(ids),)))
-        return {b: [(names[n], secs[sec], u64(a), z) for n, sec, a, z in rows] for b, rows in got.items()}
+        what = f"symbols of {path}"
+        return {b: [(names[n], secs[sec], u64(a if type(a) is int else number(a, what)),
+                     z if type(z) is int else number(z, what)) for n, sec, a, z in rows] for b, rows in got.items()}
 
     @_retry_busy
     def link_moves_for(self, build_id: int, base_build_id: int) -> list[Move] | None:
@@ -1000,8 +1017,15 @@ class SqliteStore(Store):
             "SELECT n.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes, f.callers, f.facts "
             "FROM objects o JOIN functions f ON f.object_id = o.id JOIN names n ON n.id = f.name_id "
             "WHERE o.build_id = ? ORDER BY n.name", (build_id,))
-        return [FunctionRow(n, s, d, bool(oo), ic, ib, ca, loads(fa, f"facts of function {n} (build {build_id})"))
+        return [FunctionRow(n, *self._function_numbers(n, build_id, s, d, oo, ic, ib, ca),
+                            loads(fa, f"facts of function {n} (build {build_id})"))
                 for n, s, d, oo, ic, ib, ca, fa in rows]
+
+    @staticmethod
+    def _function_numbers(n: str, build_id: int, s, d, oo, ic, ib, ca) -> tuple:
+        what = f"facts of function {n} (build {build_id})"
+        s, oo, ic, ib, ca = (number(v, what) for v in (s, oo, ic, ib, ca))
+        return s, d, bool(oo), ic, ib, ca
 
     @_retry_busy
     def remarks_for(self, build_id: int, passed: bool | None = None) -> list[RemarkRow]:
@@ -1110,7 +1134,7 @@ class SqliteStore(Store):
         rows = self._conn().execute(
             "SELECT c.sha, c.parent_sha, c.subject, c.author, c.date, t.name, c.id, c.generation FROM commits c "
             "JOIN trees t ON t.id = c.tree_id WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(sorted(ids)),))
+            (json.dumps(sorted(i for i in ids if type(i) is int)),))   # text in a commit_id points nowhere
         return {c.id: c for c in (Commit(*r) for r in rows)}
 
     def _toolchain_names(self) -> dict[int, tuple[str, str]]:
@@ -1125,10 +1149,10 @@ class SqliteStore(Store):
             return []
         exact = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
         # index-only reads merged here: LEFT JOINs of aggregates make sqlite rescan per build
-        sizes = dict(conn.execute(
+        sizes = {b: summed(n, f"symbols of build {b}") for b, n in conn.execute(
             f"SELECT o.build_id, sum(s.size) FROM symbols s JOIN objects o ON o.id = s.object_id "
             f"WHERE s.name_id IN ({','.join('?' * len(ids))}) AND s.letter IN ('t','T','w','W') GROUP BY o.build_id",
-            ids))
+            ids)}
         facts = {bid: (decl, ool, ic) for bid, decl, ool, ic in conn.execute(
             "SELECT o.build_id, f.declared, f.out_of_line, f.inlined_count FROM functions f "
             "JOIN objects o ON o.id = f.object_id WHERE f.name_id = ?", (exact[0] if exact else -1,))}
@@ -1136,6 +1160,15 @@ class SqliteStore(Store):
         none = (None, None, None)
         return [(*r, sizes.get(r[0]), *facts.get(r[0], none))
                 for r in conn.execute(builds_q, [json.dumps(wanted), *args])] if wanted else []
+
+    @staticmethod
+    def _placed(rows: list, commits: dict | None, tcs: dict, commit_at: int | None, toolchain_at: int) -> list:
+        """The rows whose commit and toolchain exist: a build whose key points nowhere (a damaged
+        ``commit_id``/``toolchain_id``, which ``db check`` reports) is left out, noted as damage."""
+        kept = [r for r in rows if (commit_at is None or r[commit_at] in commits) and r[toolchain_at] in tcs]
+        if len(kept) != len(rows):
+            note_damage("builds whose commit or toolchain is missing")
+        return kept
 
     @staticmethod
     def _history_order(c: Commit) -> tuple:
@@ -1147,10 +1180,13 @@ class SqliteStore(Store):
         """Ordered by commit (generation, then date), then toolchain name and build id."""
         rows = self._history_rows(name, toolchain, tree, target)
         commits, tcs = self._commits_by_id({r[1] for r in rows}), self._toolchain_names()
+        rows = self._placed(rows, commits, tcs, 1, 2)
         rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
         out = []
         for bid, cid, tcid, tgt, st, size, decl, ool, ic in rows:
             c = commits[cid]
+            what = f"size of {name} (build {bid})"
+            size, ool, ic = number(size, what, None), number(ool, what, None), number(ic, what, None)
             out.append(HistoryPoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, st, size, decl,
                                     None if ool is None else bool(ool), ic))
         return out
@@ -1165,19 +1201,24 @@ class SqliteStore(Store):
         pos = {c.id: i for i, c in enumerate(order)}
         n = len(order)
         lines: dict[tuple[str, str], FunctionLine] = {}
-        for tcid, tgt, bids, cids, sts, sizes, decls, ools, ics in found:
+        for tcid, tgt, bids, cids, sts, sizes, decls, ools, ics in self._placed(found, None, tcs, None, 0):
             key = (tcs[tcid][0], tgt)           # several versions of one toolchain name: one line
             line = lines.get(key)
             if line is None:
                 line = lines[key] = FunctionLine(*key, *([None] * n for _ in range(6)))
             have = line.build_id
+            what = f"sizes of {name} ({key[0]}, {key[1]})"
+            sizes, ools, ics = (numbers(v, what, None) for v in (sizes, ools, ics))
             for bid, cid, st, size, decl, ool, ic in zip(bids, cids, sts, sizes, decls, ools, ics):
-                i = pos[cid]
+                i = pos.get(cid)
+                if i is None:
+                    note_damage(f"builds of {name} whose commit is missing")
+                    continue
                 if have[i] is not None and have[i] > bid:
                     continue                    # a commit's latest build of the line wins
                 have[i], line.status[i], line.size[i], line.declared[i] = bid, st, size, decl
                 line.out_of_line[i], line.inlined_count[i] = None if ool is None else bool(ool), ic
-        return FunctionSeries(name, order, list(lines.values()))
+        return FunctionSeries(name, order, [ln for ln in lines.values() if any(b is not None for b in ln.build_id)])
 
     @_retry_busy
     def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None) -> list[MatrixRow]:
@@ -1200,11 +1241,12 @@ class SqliteStore(Store):
             "WHERE o.build_id IN (SELECT value FROM json_each(?)) GROUP BY o.build_id", (ids,))}
         cells: dict[str, dict] = {}
         for label, b in builds.items():
+            what = f"symbols of build {b.id}"
             for name, size in sizes.get(b.id, {}).items():
-                cells.setdefault(name, {})[label] = [size, None, None, None]
+                cells.setdefault(name, {})[label] = [summed(size, what), None, None, None]
             for name, (decl, ool, ic) in facts.get(b.id, {}).items():
                 cell = cells.setdefault(name, {}).setdefault(label, [None, None, None, None])
-                cell[1:] = [decl, bool(ool), ic]
+                cell[1:] = [decl, bool(number(ool, what)), number(ic, what)]
         out = []
         for name in sorted(cells):
             row = {label: tuple(cells[name].get(label, (None, None, None, None))) for label in builds}
@@ -1237,12 +1279,13 @@ class SqliteStore(Store):
             tcs = json.loads(tcs)
             for f, spread, pos, cells in rows:
                 cells = json.loads(cells)
-                if not isinstance(cells, dict) or not all(isinstance(c, list) and len(c) == 5 for c in cells.values()):
+                if type(spread) is not int or not isinstance(cells, dict) or not all(
+                        isinstance(c, list) and len(c) == 5 for c in cells.values()):
                     return None
                 lines.append(_matrix.MatrixLine(f, spread, pos is not None, {tc: tuple(c) for tc, c in cells.items()}))
         except (ValueError, TypeError):
             return None             # damaged ranking: ranked again from the builds' own rows, per request
-        if not isinstance(tcs, list):
+        if not isinstance(tcs, list) or type(functions) is not int or type(differing) is not int:
             return None
         return _matrix.MatrixTable(tcs, functions, differing, lines)
 
@@ -1267,6 +1310,7 @@ class SqliteStore(Store):
                 "SELECT position, subject, message_id, author, commit_sha, status, error FROM series_patches "
                 "WHERE series_id = ? ORDER BY position", (sid,))]
             cover = decompress(cover_z, f"cover letter of series {sid}")
+            ver = number(ver, f"version of series {sid}", 1)
             out.append(Series(tree, mid, subj, ver, author, date, cover, base, status, err, created,
                               patches, sid))
         return out
@@ -1340,6 +1384,7 @@ class SqliteStore(Store):
         ids_json = json.dumps(ids)
         text = dict(conn.execute("SELECT build_id, sum(text) FROM objects WHERE build_id IN "
                                  "(SELECT value FROM json_each(?)) GROUP BY build_id", (ids_json,)))
+        text = {b: summed(n, f"sizes of objects of build {b}") for b, n in text.items()}
         for s in out:
             s.text = text.get(s.build_id) if s.status == "ok" else None
             s.base_text = text.get(s.base_build_id) if s.base_status == "ok" else None

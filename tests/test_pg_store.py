@@ -332,10 +332,26 @@ def test_text_that_is_not_utf8_cannot_be_stored(pg_server, hostile_db):
     raw.close()
 
 
+def test_text_in_a_number_column_cannot_be_stored_and_a_column_that_lost_its_type_is_named(pg_server, hostile_db):
+    """sqlite keeps 'abc' in an INTEGER column, the server refuses it; what ``db check`` can still find
+    is a number column another tool turned into text (the typed columns read from the migrations)."""
+    url = pg_server.database(template=hostile_db)
+    raw = RawSql(url)
+    with pytest.raises(StoreError, match="invalid input syntax for type bigint"):
+        raw.execute("UPDATE objects SET text = 'abc'")
+    raw.execute("ALTER TABLE objects ALTER COLUMN text TYPE text")
+    raw.execute("UPDATE objects SET text = 'abc'")
+    raw.close()
+    one_line_error(sw("db", "check", "--db", url), "damaged:",
+                   "1 number column not of a number type on the server: objects.text (text)")
+    pg_server.drop(url)
+
+
 def test_db_check_ok_and_every_damage_named(pg_server, hostile_db):
     ok = sw("db", "check", "--db", f"{pg_server.url}/{hostile_db}")
     assert ok.returncode == 0, ok.stderr
     assert "ok: foreign keys and UTF-8 text kept by the server, schema" in ok.stdout and "2 builds" in ok.stdout
+    assert "every INTEGER/REAL column a number column" in ok.stdout
     names = {"errors of build 2": "builds.errors not JSON", "log of build 2": "builds.log_z not readable zlib",
              "cover letter of series 1": "series.cover_z not readable zlib",
              "sections of object": "objects.sections not JSON",

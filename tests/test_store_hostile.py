@@ -87,12 +87,15 @@ def test_db_check_ok_and_every_damage_named(store_path, tmp_path):  # noqa: F811
     ok = sw("db", "check", "--db", store_path)
     assert ok.returncode == 0, ok.stderr
     assert "ok: integrity_check ok, schema" in ok.stdout and "2 builds" in ok.stdout
+    assert "every JSON, compressed, text and number column readable" in ok.stdout
     names = {"errors of build 2": "builds.errors not JSON", "log of build 2": "builds.log_z not readable zlib",
              "cover letter of series 1": "series.cover_z not readable zlib",
              "text that is not UTF-8": "commits.subject not UTF-8", "sections of object": "objects.sections not JSON",
              "data of a newly_out_of_line finding": "findings.data not JSON", "counts": "comparisons.counts not JSON",
              "tables": "comparison_tables.tables_z not readable zlib",
-             "likely path calls": "likely_paths.calls not JSON"}
+             "likely path calls": "likely_paths.calls not JSON",
+             "sizes of object": "objects.text not a number (row 1, 2)",
+             "symbols of build": "symbols.size not a number"}
     for what, sql in DAMAGE.items():
         db = tmp_path / f"{what[:8].replace(' ', '_')}.db"
         a, b = sqlite3.connect(store_path), sqlite3.connect(db)

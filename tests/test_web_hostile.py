@@ -80,6 +80,9 @@ HOSTILE_GETS = {
     "/?commits=99999999999999999999": 400, "/?commits=%00": 400, "/?tree=%00": 400, "/?tree=" + "a" * 5000: 400,
     f"/matrix/{HEAD}?all=maybe": 400, "/series/1.txt?toolchains=%ff": 400, f"/commit/{HEAD}?target=%0a": 400,
     "/function/split_me?changes=-5": 400, "/function/split_me?toolchain=$(id)": 400,
+    # a newline after a good value ("$" matches before a final newline: every check is a whole match)
+    "/commit/abcd%0A": 400, f"/commit/{HEAD}?target=mm/page_alloc.o%0A": 400, "/function/split_me%0A": 400,
+    "/function/split_me?toolchain=gcc-12%0A": 400, "/?tree=linux-6.1%0A": 400, f"/api/matrix/{HEAD}%0A": 400,
 }
 
 
@@ -143,6 +146,26 @@ def test_a_cross_origin_post_is_refused_and_a_same_origin_one_is_not(store_path,
     assert bad_json.status_code == 403
 
 
+def test_a_name_with_a_newline_starts_no_bisect(store_path, tmp_path):
+    """``alloc_pages%0A`` is not ``alloc_pages``: refused before any job starts (it once started a second
+    bisect of the same function beside the first)."""
+    c = _client(store_path, jobs=tmp_path / "jobs")
+    form = {"range": f"{BASE[:12]}..{HEAD[:12]}", "toolchain": "gcc-12", "condition": "outlined"}
+    for url in ("/api/function/split_me%0A/bisect", "/function/split_me%0A/bisect"):
+        r = c.post(url, data=form, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 400 and "is not a function name" in r.get_data(as_text=True), (url, r.status_code)
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())    # nothing started
+
+
+def test_a_bisect_range_that_is_not_two_commits_is_a_400(store_path, tmp_path):
+    c = _client(store_path, jobs=tmp_path / "jobs")
+    for spec in (f"{BASE[:12]}..{HEAD[:12]}..{HEAD[:12]}", f"{BASE[:12]}...{HEAD[:12]}"):
+        form = {"range": spec, "toolchain": "gcc-12", "condition": "outlined"}
+        r = c.post("/api/function/split_me/bisect", data=form, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 400 and r.get_json()["error"] == f"bad range {spec!r}: give BASE..HEAD (two revisions)"
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
+
+
 DAMAGE = {
     "errors of build 2": "UPDATE builds SET errors = '[\"x.c:1: err' WHERE id = 2",
     "log of build 2": "UPDATE builds SET log_z = x'00112233' WHERE id = 2",
@@ -153,9 +176,13 @@ DAMAGE = {
     "counts": "UPDATE comparisons SET counts = '{bad'",
     "tables": "UPDATE comparison_tables SET tables_z = x'0102'",
     "likely path calls": "UPDATE likely_paths SET calls = '[broken'",
+    # text where a number belongs: sqlite keeps what it cannot convert to INTEGER
+    "sizes of object": "UPDATE objects SET text = 'abc'",
+    "symbols of build": "UPDATE symbols SET size = 'big'",
 }
 PAGES = ["/", "/api/", f"/commit/{HEAD}", f"/api/commit/{HEAD}", f"/commit/{HEAD}.txt", f"/matrix/{HEAD}",
-         "/series/1", "/api/series/1", "/series/1.txt", "/function/split_me", "/build/2/log"]
+         "/series/1", "/api/series/1", "/series/1.txt", "/function/split_me", "/build/2/log", "/map/build/2",
+         "/api/map/build/2", f"/api/map/commit/{HEAD}"]
 
 
 def marked_pages(c, what: str, pages=None) -> list[str]:
@@ -196,6 +223,62 @@ def test_a_damaged_row_is_shown_unreadable_not_a_500(store_path, tmp_path, what)
         assert marked, what
     if what == "errors of build 2":
         assert "[unreadable in the store: errors of build 2]" in c.get(f"/api/commit/{HEAD}").get_data(as_text=True)
+
+
+def _text_in(src: Path, dst: Path, table: str, column: str) -> Path | None:
+    """A copy of ``src`` with text in ``table.column``: in every row, or in one where a unique index
+    refuses the same text twice; None when sqlite refuses text there (a rowid alias: INTEGER PRIMARY KEY)."""
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
+        a.backup(b)
+        key = ", ".join(f'"{r[1]}"' for r in sorted(b.execute(f'PRAGMA table_info("{table}")'), key=lambda r: r[5])
+                        if r[5]) or "rowid"
+        for where in ("", f' WHERE ({key}) = (SELECT {key} FROM "{table}" LIMIT 1)'):
+            try:
+                b.execute(f"UPDATE \"{table}\" SET \"{column}\" = 'zz'{where}")
+                b.commit()
+                return dst
+            except sqlite3.IntegrityError as e:
+                b.rollback()
+                if "datatype mismatch" in str(e):
+                    return None
+        raise AssertionError(f"{table}.{column}: no row could hold text")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_text_in_any_number_column_is_marked_not_a_500(store_path, tmp_path):
+    """Every INTEGER/REAL column of the schema (read from it: a new migration's columns are covered)
+    that holds a value in this store, set to text: every page still answers; a page that shows
+    something else than over the sound store says it read damage. A key column holding text is a row
+    pointing nowhere: its pages may not find the row (404), but never fail (500)."""
+    from db.check import typed_columns
+    conn = sqlite3.connect(store_path)
+    typed = typed_columns(conn)
+    keys = {(t, r[1]) for t in typed for r in conn.execute(f'PRAGMA table_info("{t}")') if r[5] or r[1].endswith("_id")}
+    keys |= {(t, r[3]) for t in typed for r in conn.execute(f'PRAGMA foreign_key_list("{t}")')}
+    filled = [(t, c) for t, cols in typed.items() for c in cols
+              if conn.execute(f'SELECT 1 FROM "{t}" WHERE "{c}" IS NOT NULL LIMIT 1').fetchone()]
+    conn.close()
+    assert {("objects", "text"), ("symbols", "size"), ("builds", "seconds"), ("likely_paths", "cycles"),
+            ("function_sizes", "size")} <= set(filled)
+    healthy = _client(store_path, token=None)
+    sound = {url: healthy.get(url).get_data() for url in PAGES}
+    failed = []
+    for t, c in filled:
+        db = _text_in(store_path, tmp_path / f"{t}.{c}.db", t, c)
+        if db is None:
+            continue
+        client = _client(db, token=None, jobs=tmp_path / "jobs")
+        for url in PAGES:
+            r = client.get(url)
+            if (t, c) in keys:
+                if r.status_code == 500:
+                    failed.append((t, c, url, r.status_code))
+            elif r.status_code != 200 or (r.get_data() != sound[url] and not r.headers.get("X-Sizewatch-Unreadable")):
+                failed.append((t, c, url, r.status_code))
+    assert not failed, "\n".join(map(str, failed))
 
 
 def test_a_real_server_answers_with_the_headers_and_400s(store_path, tmp_path):

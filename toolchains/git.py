@@ -71,15 +71,29 @@ class CommitRange:
         return ([self.base] if self.base else []) + self.commits
 
 
+def split_range(spec: str) -> tuple[str, str] | None:
+    """``A..B`` as (A, B), an empty side meaning HEAD; None when ``spec`` is no range. Dots that do
+    not make one two-sided range (``A..B..C``, ``A...B``, ``X,Y..Z``) are a one-line BuildError saying
+    what a range is (git would print its usage, or "unknown revision '.B'"). Reads no tree: commands
+    call it before any work."""
+    spec = spec.strip()
+    if ".." not in spec:
+        return None
+    a, _, b = spec.partition("..")
+    if ".." in b or b.startswith(".") or "," in spec:
+        raise BuildError(f"bad range {spec[:80]!r}: give BASE..HEAD (two revisions)")
+    return a or "HEAD", b or "HEAD"
+
+
 def commit_range(tree: Path, spec: str) -> CommitRange:
     """``A..B`` (first-parent; empty sides mean HEAD) or a single revision."""
     spec = spec.strip()
     if not spec:
         raise BuildError("no commits given")
-    if ".." not in spec:
+    ends = split_range(spec)
+    if ends is None:
         return CommitRange(None, [resolve(tree, spec)])
-    a, b = spec.split("..", 1)
-    a_sha, b_sha = resolve(tree, a or "HEAD"), resolve(tree, b or "HEAD")
+    a_sha, b_sha = resolve(tree, ends[0]), resolve(tree, ends[1])
     shas = git(tree, "rev-list", "--reverse", "--first-parent", f"{a_sha}..{b_sha}").split()
     if not shas:
         raise BuildError(f"{spec}: no commits in that range")

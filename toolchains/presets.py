@@ -15,7 +15,7 @@ from toolchains.errors import BuildError
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 _BASE = re.compile(r"^#\s*base:\s*([A-Za-z0-9_]+config)\s*$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")                     # whole name (fullmatch)
 
 
 def names(root: Path = CONFIGS) -> list[str]:
@@ -38,7 +38,7 @@ def fragment_lines(text: str, where: str) -> tuple[str, ...]:
 def load(name: str, root: Path = CONFIGS) -> tuple[str, tuple[str, ...]]:
     """(base target, fragment lines) of the named config; an unknown name is a one-line error."""
     path = root / f"{name}.config"
-    if not _NAME.match(name) or not path.is_file():
+    if not _NAME.fullmatch(name) or not path.is_file():
         raise BuildError(f"unknown config {name!r} (known: {', '.join(names(root))})")
     text = path.read_text()
     first = text.splitlines()[0] if text else ""

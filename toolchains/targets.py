@@ -17,7 +17,7 @@ from toolchains.layout import atomic_copy
 
 # what is built and reported when not told: the page allocator's object
 DEFAULT_TARGETS = ("mm/page_alloc.o",)
-_SAFE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_SAFE = re.compile(r"[A-Za-z0-9_.+-]+")                 # a path component, whole (fullmatch)
 OUTPUT_SUFFIXES = (".o", ".a", ".ko", ".s", ".lds", ".mod")
 
 
@@ -49,7 +49,7 @@ def parse(spec: str) -> Target:
     if s == "vmlinux":
         return Target(s, "vmlinux")
     parts = s.rstrip("/").split("/")
-    if not s or s.startswith("/") or any(p in ("", ".", "..") or not _SAFE.match(p) for p in parts):
+    if not s or s.startswith("/") or any(p in ("", ".", "..") or not _SAFE.fullmatch(p) for p in parts):
         raise BuildError(f"bad target {spec!r}: give an object (mm/page_alloc.o), a directory (mm/) or vmlinux")
     if s.endswith("/"):
         return Target(s, "dir")

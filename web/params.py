@@ -6,11 +6,13 @@ import re
 
 from flask import abort, request
 
-_TOOLCHAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
-_FUNCTION = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$.]{0,255}$")
-_TARGET = re.compile(r"^[A-Za-z0-9_./+-]{1,255}$")
-_TREE = re.compile(r"^[A-Za-z0-9_.+-]{1,128}$")
-_HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
+# whole-string patterns, always used with fullmatch: "$" would also match before a final newline
+# ("alloc_pages\n" passing as a function name)
+_TOOLCHAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_FUNCTION = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,255}")
+_TARGET = re.compile(r"[A-Za-z0-9_./+-]{1,255}")
+_TREE = re.compile(r"[A-Za-z0-9_.+-]{1,128}")
+_HEX = re.compile(r"[0-9a-fA-F]{4,40}")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
@@ -40,7 +42,7 @@ def flag_arg(name: str) -> bool:
 def _checked(name: str, raw: str | None, pattern: re.Pattern, what: str) -> str | None:
     if raw is None or raw == "":
         return None
-    if not pattern.match(raw):
+    if not pattern.fullmatch(raw):
         abort(400, description=f"query parameter {name}={raw[:80]!r}: expected {what}")
     return raw
 
@@ -76,17 +78,21 @@ def choice_arg(name: str, choices: tuple[str, ...], default: str) -> str:
 
 def commit_ref(rev: str) -> str:
     """A path's commit id: 4 to 40 hex digits (a prefix is fine when it is unique in the store)."""
-    if not _HEX.match(rev):
+    if not _HEX.fullmatch(rev):
         abort(400, description=f"{rev[:60]!r} is not a commit id: expected 4 to 40 hex digits")
     return rev.lower()
 
 
 def function_name(name: str) -> str:
-    if not _FUNCTION.match(name):
+    if not _FUNCTION.fullmatch(name):
         abort(400, description=f"{name[:60]!r} is not a function name: expected a C identifier "
                                f"(clone suffixes such as .part.0 allowed)")
     return name
 
 
 def valid_toolchain(name: str) -> bool:
-    return bool(_TOOLCHAIN.match(name))
+    return _TOOLCHAIN.fullmatch(name) is not None
+
+
+def valid_target(name: str) -> bool:
+    return _TARGET.fullmatch(name) is not None

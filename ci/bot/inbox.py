@@ -28,7 +28,7 @@ from typing import Iterator
 from analyzer.errors import InputError
 from ci.bot.mailbox import MAX_MESSAGE, NoMessage, Unreadable
 
-_EPOCH = re.compile(r"^(\d+)\.git$")
+_EPOCH = re.compile(r"(\d+)\.git")               # a whole directory name (fullmatch)
 
 
 def epochs(path: Path) -> list[tuple[int, Path]]:
@@ -38,7 +38,7 @@ def epochs(path: Path) -> list[tuple[int, Path]]:
         return []
     out = []
     for p in git_dir.iterdir():
-        m = _EPOCH.match(p.name)
+        m = _EPOCH.fullmatch(p.name)
         if m and p.is_dir():
             out.append((int(m.group(1)), p))
     return sorted(out)

@@ -40,7 +40,7 @@ _PATCH = re.compile(r"\[[^\]]*\bPATCH\b[^\]]*\]", re.I)
 _DIFF = re.compile(r"^diff --git |^--- \S[^\n]*\n\+\+\+ \S[^\n]*\n@@ ", re.M)
 _CHANGE = re.compile(r"^change-id: *(\S+)\s*$", re.M)
 _MSGID = re.compile(r"<[^<>\s]+>")
-_ONE_ID = re.compile(r"^<[^<>\s]+>$")
+_ONE_ID = re.compile(r"<[^<>\s]+>")                              # the whole value (fullmatch)
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")      # C0 (tab aside), DEL, C1
 MAX_ID = 998                                                   # RFC 5322's line length
 MAX_SUBJECT = 998
@@ -58,7 +58,7 @@ def id_problem(value: str) -> str:
         return "empty Message-ID"
     if len(v) > MAX_ID:
         return f"Message-ID of {len(v)} characters"
-    if _ONE_ID.match(v) or ("<" not in v and ">" not in v and not any(c.isspace() for c in v)):
+    if _ONE_ID.fullmatch(v) or ("<" not in v and ">" not in v and not any(c.isspace() for c in v)):
         return ""
     return f"unusable Message-ID {v[:80]!r} (not one <id>)"
 

@@ -96,6 +96,12 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
     f = request.form if request.form else request.args
     name = params.function_name(name)
     spec = (f.get("range") or "").strip()
+    from toolchains.errors import BuildError
+    from toolchains.git import split_range
+    try:
+        split_range(spec)                    # A..B..C, A...B: what a range must look like
+    except BuildError as e:
+        abort(400, description=str(e))
     a, sep, b = spec.partition("..")
     if not sep or not a or not b:
         abort(400, description=f"range={spec[:80]!r}: expected A..B (two commits of the store)")
@@ -113,7 +119,7 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
             abort(400, description=f"bytes={raw[:20]!r}: expected a positive whole number of bytes")
         flag.append(raw)
     target = (f.get("target") or DEFAULT_TARGETS[0]).strip()
-    if not params._TARGET.match(target):
+    if not params.valid_target(target):
         abort(400, description=f"target={target[:80]!r}: expected an object path like mm/page_alloc.o")
     tree = store.tree_path(first.tree) or first.tree.removeprefix("linux-")
     rng = f"{first.sha}..{last.sha}"
