@@ -303,3 +303,35 @@ def test_cli_measure_and_missing_tools(gcc_images, tmp_path):
                                                       "qemu-system-x86 (scripts/install.sh does)"), p.stderr
     p = sizewatch("measure", str(tmp_path / "nowhere"))
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+@kernel
+@pytest.mark.slow
+def test_pipeline_measures_the_series_end_to_end(gcc_images, tmp_path):
+    """``sizewatch run --measure`` on the real series (gcc-12, the allocator vmlinux, built once and
+    cached): every vmlinux build is booted and measured, stored with the build, and the report
+    (JSON and text) carries the per-order table, the extra calls of patch 1 and the finding."""
+    import json
+    from conftest import EXAMPLE_MBOX
+    db = tmp_path / "s.db"
+    p = sizewatch("run", "--db", str(db), "--series", str(EXAMPLE_MBOX), "--toolchains", "gcc-12",
+                  "--targets", "vmlinux", "--config", "allocator", "--measure", "orders=0,4,n=500")
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = sizewatch("report", "--db", str(db), "1", "--json")
+    assert p.returncode == 0, p.stderr
+    one, two = json.loads(p.stdout)["patches"]
+    (t1,), (t2,) = one["toolchains"], two["toolchains"]
+    r1, r2 = t1["runtime"], t2["runtime"]
+    assert r1["status"] == r2["status"] == "ok"
+    assert r1["orders"]["4"]["functions"]["__rmqueue_smallest"]["calls"] == 1.0
+    assert "__rmqueue_smallest" not in r2["orders"]["4"]["functions"]
+    d1 = {o["order"]: o for o in r1["comparison"]["orders"]}
+    d2 = {o["order"]: o for o in r2["comparison"]["orders"]}
+    assert d1[4]["delta"] == -d2[4]["delta"] != 0
+    # the measurement stored is the one a direct measurement of the same file gives
+    direct = measure(gcc_images, 1, orders=(0, 4), pairs=500)
+    assert direct.order(4).instructions == r1["orders"]["4"]["per_pair"]["instructions"]
+    kinds = {f["kind"] for f in t1["findings"]} | {f["kind"] for f in t2["findings"]}
+    assert "fastpath_instructions" in kinds
+    text = sizewatch("report", "--db", str(db), "1").stdout
+    assert "counted under emulation (QEMU TCG): executed instructions, not cycles" in text
