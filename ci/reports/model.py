@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
+from analyzer.cost import MEASURES, CostChange, compare_costs, measure
 from analyzer.inline_cost import InlineCost
 from analyzer.inline_cost_diff import (CalleeDelta, CallerDelta, FileDelta, InlineCostDiff,
                                       compare as compare_inline_cost)
@@ -152,6 +153,9 @@ class ToolchainReport:
     size: SectionSizes | None = None    # a linked target's ``size`` totals (vmlinux), this build
     base_size: SectionSizes | None = None   # and its parent's
     runtime: RuntimeReport | None = None    # measured under emulation (vmlinux, 0016); None: not measured
+    likely_paths: list[tuple[str, CostChange]] = field(default_factory=list)   # (object, change) per hot function
+    text: int | None = None             # the build's objects' .text bytes, this build
+    base_text: int | None = None        # and its parent's
 
     @property
     def link_changed(self) -> list[Move]:
@@ -192,7 +196,25 @@ class ToolchainReport:
                 "link_moves": None if self.link_moves is None else [m.to_dict() for m in self.link_moves],
                 "inline_cost": self.inline_cost.to_dict() if self.inline_cost else None,
                 **({"size": _size_dict(self.size), "base_size": _size_dict(self.base_size)} if self.size else {}),
-                **({"runtime": self.runtime.to_dict()} if self.runtime else {})}
+                **({"runtime": self.runtime.to_dict()} if self.runtime else {}),
+                "text": {"old": self.base_text, "new": self.text,
+                         "delta": None if self.text is None or self.base_text is None else self.text - self.base_text},
+                "likely_paths": self.likely_path_rows()}
+
+    def likely_path_rows(self) -> list[dict]:
+        """Per hot function, the likely path's measures in the parent's build and this one (issue 15):
+        what the commit page's table and the JSON report both show."""
+        rows = []
+        for path, ch in self.likely_paths:
+            row: dict = {"function": ch.function, "object": path, "new_calls": list(ch.new_calls),
+                         "gone_calls": list(ch.gone_calls)}
+            for m in MEASURES:
+                row[m] = {"old": measure(ch.base, m), "new": measure(ch.head, m), "delta": ch.delta(m)}
+            row["mcpu"] = (ch.head or ch.base).mcpu
+            if ch.cpus_differ:          # two CPU models' estimates: shown, not compared
+                row["cycles"]["note"] = f"estimated for {ch.base.mcpu} (old) and {ch.head.mcpu} (new): not compared"
+            rows.append(row)
+        return rows
 
     @property
     def changes(self) -> list[FindingRow]:
@@ -303,6 +325,17 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         rep.size = stored_size(store, build.id)
         if base is not None and base.status == "ok":
             rep.base_size = stored_size(store, base.id)
+    base_ok = base is not None and base.status == "ok"
+    if build.status == "ok":
+        objects = store.objects_for(build.id)
+        rep.text = sum(o.text for o in objects) if objects else None
+        head_paths = store.likely_paths_for(build.id)
+        base_paths = store.likely_paths_for(base.id) if base_ok else {}
+        rep.likely_paths = [(path, ch) for path in sorted(head_paths.keys() | base_paths.keys())
+                            for ch in compare_costs(base_paths.get(path, []), head_paths.get(path, []))]
+    if base_ok:
+        base_objects = store.objects_for(base.id)
+        rep.base_text = sum(o.text for o in base_objects) if base_objects else None
     rep.findings = store.findings_for(build.id, rep.base_build_id)
     if build.target == "vmlinux":
         rep.runtime = runtime_report(store, build.id, base.id if base is not None else None)

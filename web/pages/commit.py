@@ -14,7 +14,6 @@ from flask import Blueprint, abort, jsonify, render_template
 from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
-from analyzer.cost import MEASURES, compare_costs, measure
 from analyzer import link_views
 from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
@@ -74,26 +73,6 @@ def _crossing(f: FindingRow) -> dict:
             "placed": d.get("placed", False), "base": d.get("base", {}), "head": d.get("head", {})}
 
 
-def _likely_paths(store: Store, t: ToolchainReport) -> list[dict]:
-    """Per hot function, the likely path's measures in the parent's build and this one (issue 15)."""
-    if t.status != "ok" or not t.build_id:
-        return []
-    head = store.likely_paths_for(t.build_id)
-    base = store.likely_paths_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else {}
-    rows = []
-    for path in sorted(head.keys() | base.keys()):
-        for ch in compare_costs(base.get(path, []), head.get(path, [])):
-            row = {"function": ch.function, "object": path, "new_calls": list(ch.new_calls),
-                   "gone_calls": list(ch.gone_calls)}
-            for m in MEASURES:
-                row[m] = {"old": measure(ch.base, m), "new": measure(ch.head, m), "delta": ch.delta(m)}
-            row["mcpu"] = (ch.head or ch.base).mcpu
-            if ch.cpus_differ:          # two CPU models' estimates: shown, not compared
-                row["cycles"]["note"] = f"estimated for {ch.base.mcpu} (old) and {ch.head.mcpu} (new): not compared"
-            rows.append(row)
-    return rows
-
-
 def _link(t: ToolchainReport) -> dict | None:
     """A linked target's hot functions: the changed ones against the parent (analyzer.link_views), or
     where each sits when there is no parent to compare with; None for objects."""
@@ -108,24 +87,22 @@ def _link(t: ToolchainReport) -> dict | None:
                        for p in t.link_layout]}
 
 
-def toolchain_data(store: Store, t: ToolchainReport) -> dict:
-    objects = store.objects_for(t.build_id) if t.status == "ok" else []
-    base_objects = store.objects_for(t.base_build_id) if t.base_status == "ok" and t.base_build_id else []
-    text = sum(o.text for o in objects) if objects else None
-    base_text = sum(o.text for o in base_objects) if base_objects else None
+def toolchain_data(t: ToolchainReport) -> dict:
+    """The page's data for one toolchain: the report model's (ci.reports.model), rendered; nothing
+    is read from the store here, so the page, ``sizewatch report`` and the mail cannot disagree."""
     return {
         "toolchain": t.toolchain, "version": t.toolchain_version, "target": t.target, "config": t.config_key,
         "status": t.status, "build_id": t.build_id, "base_build_id": t.base_build_id, "base_status": t.base_status,
         "seconds": t.seconds, "analyzed": t.analyzed, "errors": t.errors,
-        "text": {"old": base_text, "new": text,
-                 "delta": None if text is None or base_text is None else text - base_text},
+        "text": {"old": t.base_text, "new": t.text,
+                 "delta": None if t.text is None or t.base_text is None else t.text - t.base_text},
         "size_text": t.size_text,          # vmlinux: binutils size's lines, parent and this build
         "tables": [_table(tab) for tab in t.tables],
         "clone_groups": [g for tab in t.tables for g in _clone_groups(tab)],
         "inline_changes": [_finding(f) for f in t.inline_changes],
         "crossings": [_crossing(f) for f in t.crossings],
         "other_changes": [_finding(f) for f in t.other_changes],
-        "likely_paths": _likely_paths(store, t),
+        "likely_paths": t.likely_path_rows(),
         "link": _link(t),
         "inline_cost": t.inline_cost.to_dict() if t.inline_cost is not None else None,
         "runtime": commit_runtime(t.runtime),      # measured vmlinux: the fast path under emulation
@@ -152,7 +129,7 @@ def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, tar
     return {"commit": commit.to_dict(), "series": series,
             "parent": {"sha": commit.parent_sha, "subject": parent.subject if parent else None,
                        "stored": parent is not None},
-            "toolchains": [toolchain_data(store, t) for t in rep.toolchains],
+            "toolchains": [toolchain_data(t) for t in rep.toolchains],
             "links": {"text": f"/commit/{commit.sha}.txt", "json": f"/api/commit/{commit.sha}",
                       "matrix": f"/matrix/{commit.sha}", "rerun": f"/api/commit/{commit.sha}/rerun",
                       "parent": f"/commit/{commit.parent_sha}" if parent else None}}
