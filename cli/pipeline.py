@@ -40,6 +40,9 @@ def _runtime(instructions: float, percent: float, lines: int):
 @click.option("--config", "config_name", default="defconfig", show_default=True, metavar="NAME",
               help="a config of toolchains/configs: defconfig (+DWARF5), allocator (the page allocator "
                    "complete in a small SMP kernel, a few minutes per first vmlinux), tinyconfig")
+@click.option("--arch", default="x86_64", show_default=True, type=click.Choice(["x86_64", "arm64"]),
+              help="the kernel's architecture: arm64 builds with Debian's cross gcc (gcc-N-aarch64-linux-gnu) "
+                   "or clang's arm64 target, from the config's arm64 twin (toolchains/configs/arm64/)")
 @click.option("--keep-vmlinux", default=3, show_default=True, metavar="N",
               help="keep the vmlinux files of the N newest builds per toolchain and config in the cache "
                    "(the store keeps symbols, sections and facts of every build)")
@@ -61,7 +64,7 @@ def _runtime(instructions: float, percent: float, lines: int):
               help="with --queue: a job failing N times is parked and reported, not retried again")
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
-            targets: str, config_name: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
+            targets: str, config_name: str, arch: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
             cost_cycles_percent: float, measure_spec: str | None, runtime_instructions: float,
             runtime_percent: float, runtime_lines: int, as_json: bool, as_md: bool,
             queue_url: str | None, attempts: int, db: str | None) -> None:
@@ -90,7 +93,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             split_range(commits)             # a bad range fails before any work
         from toolchains.kbuild import preset
         from toolchains.targets import parse
-        config = preset(config_name)
+        config = preset(config_name, arch=arch)
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
@@ -101,11 +104,15 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             measure = parse_measure(measure_spec)
             if "vmlinux" not in split(targets):
                 raise InputError("--measure: measures a built vmlinux: add vmlinux to --targets")
+            if arch != "x86_64":
+                raise InputError(f"--measure boots x86_64 kernels (qemu-system-x86_64): not {arch}")
         builds = pipeline.build_all
         if queue_url is not None:
             from ci.queue.coordinator import QueuedBuilds, given_store
             if attempts < 1:
                 raise InputError("--attempts must be 1 or more")
+            if arch != "x86_64":
+                raise InputError(f"--queue builds x86_64 only for now: build {arch} in this process (no --queue)")
             builds = QueuedBuilds(queue_url, attempts=attempts, store=given_store(db))
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),

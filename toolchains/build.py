@@ -48,19 +48,21 @@ _versions: dict[str, str] = {}
 _versions_lock = threading.Lock()
 
 
-def toolchain_info(name: str) -> tuple[Toolchain, str]:
-    """The registry entry and exact compiler version (BuildError when unknown or not installed)."""
-    tc = load(name)
+def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
+    """The registry entry for ``arch`` and the exact compiler version (BuildError when unknown or
+    not installed)."""
+    tc = load(name, arch)
+    key = f"{name}/{arch}"
     with _versions_lock:
-        if name not in _versions:
-            _versions[name] = tc.version()
-        return tc, _versions[name]
+        if key not in _versions:
+            _versions[key] = tc.version()
+        return tc, _versions[key]
 
 
 def nm_for(tc: Toolchain) -> str:
     llvm = tc.make_vars.get("LLVM")
     if llvm is None:
-        return "nm"
+        return f"{tc.make_vars.get('CROSS_COMPILE', '')}nm"       # binutils of the target (aarch64-linux-gnu-nm)
     return f"llvm-nm{llvm}" if llvm.startswith("-") else f"{llvm.rstrip('/')}/llvm-nm" if llvm != "1" else "llvm-nm"
 
 
@@ -271,7 +273,7 @@ class _Job:
 def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config = Config(),
                  options: BuildOptions = BuildOptions(), events: Events = lambda e: None) -> CommitBuild:
     """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain``."""
-    tc, version = toolchain_info(toolchain)
+    tc, version = toolchain_info(toolchain, config.arch)
     tlist = [parse(t) for t in targets]
     lay = layout(tree, tc.name, config, options)
     t0 = time.monotonic()

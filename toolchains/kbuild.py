@@ -19,7 +19,7 @@ from toolchains import presets, process
 from toolchains.errors import BuildError
 from toolchains.locks import file_lock
 from toolchains.process import Limits, Outcome
-from toolchains.registry import Toolchain
+from toolchains.registry import ARCHES, Toolchain
 from toolchains.sandbox import Sandbox
 
 # The default config: x86_64 defconfig with DWARF5 debug info (what the analyzer reads).
@@ -40,30 +40,48 @@ class Config:
 
     @property
     def key(self) -> str:
+        """What build dirs and stored builds are keyed by: the config's name (with the arch when it
+        is not x86_64, whose keys predate arches) and a hash of everything that makes it."""
         h = hashlib.sha256("\n".join((self.arch, self.base, *self.fragment)).encode()).hexdigest()
-        return f"{self.name or self.base}-{h[:10]}"
+        arch = "" if self.arch == "x86_64" else f"{self.arch}-"
+        return f"{self.name or self.base}-{arch}{h[:10]}"
 
 
-def _named(name: str) -> Config:
-    base, fragment = presets.load(name)
-    return Config(base, fragment, name="" if name == base else name)   # defconfig is Config()
+def _named(name: str, arch: str = "x86_64") -> Config:
+    base, fragment = presets.load(name, presets.arch_dir(arch))
+    if arch == "x86_64":
+        return Config(base, fragment, name="" if name == base else name)   # defconfig is Config()
+    return Config(base, fragment, arch, name)
 
 
 PRESETS = {name: _named(name) for name in presets.names()}
+# the other arches' twins of the named configs, by (name, arch)
+ARCH_PRESETS = {(name, arch): _named(name, arch) for arch in ARCHES if arch != "x86_64"
+                for name in presets.names(presets.arch_dir(arch))}
 
 
-def preset(name: str, extra: tuple[str, ...] = ()) -> Config:
-    """A named config (defconfig, tinyconfig, allocator), with extra fragment lines appended."""
-    if name not in PRESETS:
-        raise BuildError(f"unknown config {name!r} (known: {', '.join(PRESETS)})")
-    base = PRESETS[name]
+def preset(name: str, extra: tuple[str, ...] = (), arch: str = "x86_64") -> Config:
+    """A named config (defconfig, tinyconfig, allocator) for ``arch``, with extra fragment lines
+    appended."""
+    if arch not in ARCHES:
+        raise BuildError(f"unknown arch {arch!r} (known: {', '.join(ARCHES)})")
+    if arch == "x86_64":
+        if name not in PRESETS:
+            raise BuildError(f"unknown config {name!r} (known: {', '.join(PRESETS)})")
+        base = PRESETS[name]
+    else:
+        base = ARCH_PRESETS.get((name, arch))
+        if base is None:
+            known = ", ".join(n for n, a in ARCH_PRESETS if a == arch)
+            raise BuildError(f"unknown config {name!r} for {arch} (known: {known})")
     return Config(base.base, base.fragment + tuple(extra), base.arch, base.name) if extra else base
 
 
 def preset_name(key: str) -> str | None:
     """The named config a stored config key was made from (``allocator-6df82ece8a`` -> allocator);
     None for a config with extra lines (its key is no preset's)."""
-    return next((n for n, c in PRESETS.items() if c.key == key), None)
+    return next((n for n, c in PRESETS.items() if c.key == key), None) or \
+        next((n for (n, _), c in ARCH_PRESETS.items() if c.key == key), None)
 
 
 def read_fragment(path: Path) -> tuple[str, ...]:

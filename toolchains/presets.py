@@ -18,6 +18,12 @@ _BASE = re.compile(r"^#\s*base:\s*([A-Za-z0-9_]+config)\s*$")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")                     # whole name (fullmatch)
 
 
+def arch_dir(arch: str = "x86_64", root: Path = CONFIGS) -> Path:
+    """Where an arch's named configs live: x86_64's in ``configs/``, another arch's in
+    ``configs/<arch>/`` (its twins: the same names, from that arch's base targets)."""
+    return root if arch == "x86_64" else root / arch
+
+
 def names(root: Path = CONFIGS) -> list[str]:
     """The configs shipped, by name (defconfig, tinyconfig, allocator...)."""
     return sorted(p.stem for p in root.glob("*.config"))

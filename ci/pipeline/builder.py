@@ -47,9 +47,9 @@ class Built:
     runtimes: dict[str, Runtime] = field(default_factory=dict)          # vmlinux target -> its measurement
 
 
-def toolchain_info(name: str) -> tuple[Toolchain, str]:
+def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
     """The registry entry and exact compiler version (BuildError when unknown or not installed)."""
-    return tbuild.toolchain_info(name)
+    return tbuild.toolchain_info(name, arch)
 
 
 def config_key(config: Config | None = None) -> str:

@@ -128,7 +128,7 @@ class BuildJob:
 def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> list[str]:
     """The job's targets the store lacks (or holds from an older analysis) for this compiler version."""
     if version is None:
-        _, version = builder.toolchain_info(job.toolchain)
+        _, version = builder.toolchain_info(job.toolchain, job.config.arch)
     return [t for t in job.targets
             if not _done(store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version),
                          analysis.ANALYSIS_VERSION, store, job.measure)]
@@ -180,7 +180,7 @@ def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     """Stage 2's work list: per toolchain, per commit (oldest first), the targets the store lacks."""
     jobs = []
     for tc in toolchains:
-        _, version = builder.toolchain_info(tc)
+        _, version = builder.toolchain_info(tc, config.arch if config else "x86_64")
         for commit in plan.to_build:
             job = BuildJob(plan.tree.name, str(plan.tree.path), commit, tc, tuple(targets), config or Config(), mcpu,
                            keep_vmlinux, measure)
@@ -238,7 +238,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
     key = builder.config_key(config)
     n = 0
     for tc in toolchains:
-        _, version = builder.toolchain_info(tc)
+        _, version = builder.toolchain_info(tc, config.arch if config else "x86_64")
         for commit in plan.commits:
             if not commit.parent_sha:
                 continue
@@ -306,7 +306,7 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         from ci.pipeline.measure import check_available
         check_available()
     for tc in toolchains:
-        builder.toolchain_info(tc)          # unknown or missing toolchains fail before any work
+        builder.toolchain_info(tc, config.arch if config else "x86_64")   # unknown or missing toolchains fail before any work
     tree = open_tree(tree_spec)
     if mbox is not None:
         plan = plan_series(store, tree, mbox, base)
