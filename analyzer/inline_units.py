@@ -73,10 +73,12 @@ class UnitCost:
 
     @classmethod
     def from_dict(cls, d: object) -> UnitCost:
-        """The UnitCost ``to_dict`` wrote; InputError for anything else (a damaged or forged entry:
-        every field's type and every count's sign is checked, and the sums a real unit keeps:
-        a callee's callers add up to its bytes, a symbol's inlined bytes are within its described
-        bytes within its size, the callees' bytes per caller equal the symbols' inlined bytes).
+        """The UnitCost ``to_dict`` wrote; InputError for anything else (a damaged entry: every
+        field's type and every count's sign is checked, and the sums a real unit keeps: a callee's
+        callers add up to its bytes, a symbol's inlined bytes are within its described bytes within
+        its size, the callees' bytes per caller equal the symbols' inlined bytes). A forgery that
+        keeps those sums (a callee renamed, bytes moved between two callees of one caller) passes
+        here: whoever keeps entries must authenticate them (the ci layer's cache signs them).
         Read for every cached unit of a vmlinux per build (94k callee rows on Debian's): the
         checks are written out inline, one pass per row."""
         try:
@@ -289,7 +291,8 @@ def inline_cost_by_unit(path: str | Path, reuse: Reuse, engine: str = "auto") ->
     """:func:`analyzer.inline_cost.inline_cost` of a whole file, decoding only the units
     ``reuse(offset, name, length)`` has no :class:`UnitCost` for; the result is equal to a whole
     decode (``to_dict()``). ``reuse`` is asked once per unit with a name no other unit has; what it
-    returns must be the UnitCost of that very unit content (the caller's key says so); here it is
+    returns must be the UnitCost of that very unit content (the caller's key says so, and the
+    caller vouches that it wrote it: nothing here can tell a consistent forgery); here it is
     checked against the file (the unit's length, its symbols' names and sizes) and a mismatch is
     decoded instead."""
     with paused_gc():

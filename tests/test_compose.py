@@ -43,7 +43,11 @@ def test_compose_parses_and_has_the_services():
         assert env["SIZEWATCH_DB"].startswith("postgresql://") and env["SIZEWATCH_REDIS"].startswith("redis://")
         assert any(v.startswith("cache:") for v in svc["volumes"])      # the shared tree and build dirs
     assert str(services["worker"]["deploy"]["replicas"]).startswith("${SIZEWATCH_WORKERS")
-    assert set(doc["volumes"]) >= {"cache", "redis", "postgres"}
+    assert set(doc["volumes"]) >= {"cache", "redis", "postgres", "unit-key"}
+    # the unit cache's signing key (ci.pipeline.cache_key, ~/.config/sizewatch): the workers' alone,
+    # never in the cache the dashboard and the bot share
+    keyed = {n for n, svc in services.items() if any(v.startswith("unit-key:") for v in svc.get("volumes", []))}
+    assert keyed == {"worker"} and "unit-key:/root/.config/sizewatch" in services["worker"]["volumes"]
 
 
 def test_compose_commands_exist_with_their_options():

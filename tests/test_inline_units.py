@@ -101,10 +101,12 @@ def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
         head, payload = f.read_bytes().split(b"\n", 1)
         return json.loads(head), json.loads(payload)
 
-    def write(f: Path, head: dict, cost: dict, checksum: bool) -> None:
+    def write(f: Path, head: dict, cost: dict, sealed: bool) -> None:
+        """``sealed``: with the HMAC under the cache's own key (what only sizewatch can write), so
+        that the checks after it are what refuses the entry."""
         payload = json.dumps(cost).encode()
-        if checksum:
-            head = dict(head, sha256=hashlib.sha256(payload).hexdigest())
+        if sealed:
+            head = dict(head, hmac=cache._seal(head["key"], payload))
         f.write_bytes(json.dumps(head).encode() + b"\n" + payload)
 
     # by the path in the tree: some units are named by the build's source worktree path as well
@@ -112,30 +114,68 @@ def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
     # 1: cut short
     pa = by_unit["mm/page_alloc.c"]
     pa.write_bytes(pa.read_bytes()[:100])
-    # 2: a number changed, the checksum no longer matching
+    # 2: a number changed, the HMAC no longer matching
     f2 = by_unit["kernel/fork.c"]
     head, cost = read(f2)
     cost["outside_symbols"] += 1
-    write(f2, head, cost, checksum=False)
-    # 3: forged with a fresh checksum, a callee's callers no longer summing to its bytes
+    write(f2, head, cost, sealed=False)
+    # 3: sealed, but a callee's callers no longer summing to its bytes
     f3 = by_unit["kernel/exit.c"]
     head, cost = read(f3)
     next(c for c in cost["callees"] if c[3])[3] += 7
-    write(f3, head, cost, checksum=True)
-    # 4: another unit's valid entry under this unit's key (a key collision, a stale object)
+    write(f3, head, cost, sealed=True)
+    # 4: another unit's valid, sealed entry under this unit's key (a key collision, a stale object)
     f4 = by_unit["mm/filemap.c"]
-    write(f4, read(f4)[0], read(by_unit["kernel/sched/core.c"])[1], checksum=True)
+    write(f4, read(f4)[0], read(by_unit["kernel/sched/core.c"])[1], sealed=True)
     # 5: not JSON at all
     by_unit["lib/string.c"].write_bytes(b"\xff\x00garbage")
+    # forgeries that keep every sum a real unit keeps: from_dict and the file's checks accept them,
+    # only the HMAC under the key outside the cache (ci.pipeline.cache_key) tells
+    forged = []
+
+    def forge(unit: str, change, head_of) -> None:
+        f = by_unit[unit]
+        head, cost = read(f)
+        change(cost)
+        UnitCost.from_dict(cost)                    # consistent: would have been merged
+        payload = json.dumps(cost).encode()
+        f.write_bytes(json.dumps(head_of(head, payload)).encode() + b"\n" + payload)
+        forged.append(unit)
+
+    def plain(head: dict, payload: bytes) -> dict:  # the old format's head, its checksum recomputed
+        return {"key": head["key"], "sha256": hashlib.sha256(payload).hexdigest()}
+
+    def rename(cost: dict) -> None:                 # 7: a callee renamed (its bytes charged to another)
+        next(c for c in cost["callees"] if c[3])[0] = "forged_callee"
+
+    def move(cost: dict) -> None:                   # 8: bytes moved between two callees of one caller
+        rows = [(c, i) for c in cost["callees"] for i in range(0, len(c[6]), 2) if c[6][i + 1]]
+        (a, i), (b, j) = next(((x, y) for x in rows for y in rows if x[0] is not y[0] and x[0][6][x[1]] == y[0][6][y[1]]))
+        n = a[6][i + 1]
+        a[3] -= n
+        a[6][i + 1] -= n
+        b[3] += n
+        b[6][j + 1] += n
+
+    def redeclared(cost: dict) -> None:             # 9: a callee's declaring file changed
+        next(c for c in cost["callees"] if c[3])[1] = "include/linux/forged.h"
+
+    import hmac as _hmac
+    forge("mm/slub.c", rename, plain)
+    forge("mm/vmalloc.c", move, lambda head, payload: dict(plain(head, payload), hmac=head["hmac"]))
+    forge("mm/rmap.c", redeclared,                  # sealed, but with a key of the forger's own
+          lambda head, payload: dict(head, hmac=_hmac.new(b"k" * 32, b"entry\0" + head["key"].encode() + b"\0"
+                                                         + payload, hashlib.sha256).hexdigest()))
     # 6: a link to an endless device
-    used = {"mm/page_alloc.c", "kernel/fork.c", "kernel/exit.c", "mm/filemap.c", "kernel/sched/core.c", "lib/string.c"}
+    used = {"mm/page_alloc.c", "kernel/fork.c", "kernel/exit.c", "mm/filemap.c", "kernel/sched/core.c", "lib/string.c",
+            *forged}
     f6 = by_unit[next(u for u in sorted(by_unit) if u.startswith("mm/") and u not in used)]
     f6.unlink()
     f6.symlink_to("/dev/zero")
     r = cached_inline_cost(path, keys, cache)
     assert r.cost.to_dict() == whole
-    assert cache.damaged == 5                       # 4 is a valid entry: refused by its length
-    assert r.decoded == 6 and r.reused == whole["units"] - 6
+    assert cache.damaged == 8                       # 4 is a valid entry: refused by its length
+    assert r.decoded == 9 and r.reused == whole["units"] - 9
     # and they were written again: all reused next time
     again = cached_inline_cost(path, keys, UnitCache(tmp_path / "units"))
     assert again.decoded == 0 and again.cost.to_dict() == whole
@@ -262,3 +302,49 @@ def test_the_pipeline_record_is_the_same_with_the_cache(tiny, tmp_path):
     warm = object_inline_cost(path, "vmlinux", unit_keys=_keys(path), cache=cache)
     assert plain is not None and plain == cold == warm
     assert len(list((tmp_path / "units").glob("*/*.json"))) == plain.units
+
+
+def test_the_cache_key_is_kept_outside_the_cache_and_to_this_user(tmp_path, monkeypatch):
+    """ci.pipeline.cache_key: made once (0600, never replaced), under $XDG_CONFIG_HOME; refused in one
+    line when others could read it, when it is not a regular file of ours, inside the cache or garbled."""
+    import os
+    import stat
+    from analyzer.errors import SizewatchError
+    from ci.pipeline.cache_key import key_path, unit_cache_key
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("SIZEWATCH_CACHE", str(tmp_path / "cache"))
+    path = key_path()
+    assert path == tmp_path / "config" / "sizewatch" / "unit-cache.key"
+    key = unit_cache_key()
+    assert len(key) == 32 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert unit_cache_key() == key and os.listdir(path.parent) == ["unit-cache.key"]   # no temp file left
+
+    def refused(match: str) -> None:
+        with pytest.raises(SizewatchError, match=match) as e:
+            unit_cache_key()
+        assert "\n" not in str(e.value)
+    for mode in (0o640, 0o604, 0o620):
+        path.chmod(mode)
+        refused("readable or writable by others")
+    path.chmod(0o600)
+    path.write_text("not hex\n")
+    refused("not a unit cache key")
+    path.unlink()
+    (tmp_path / "elsewhere").write_text("00" * 32)
+    (tmp_path / "elsewhere").chmod(0o600)
+    path.symlink_to(tmp_path / "elsewhere")
+    refused("not a regular file")
+    path.unlink()
+    os.mkfifo(path)
+    refused("not a regular file")                   # and not blocking on it
+    path.unlink()
+    path.mkdir()
+    refused("not a regular file")
+    path.rmdir()
+    # never inside the cache dir it authenticates
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cache" / "config"))
+    refused("inside the cache dir")
+    # an entry sealed under one key is someone else's under another: kept apart, not taken as forged
+    a, b = UnitCache(tmp_path / "units", secret=b"a" * 32), UnitCache(tmp_path / "units", secret=b"b" * 32)
+    a.put("k", UnitCost.from_dict(GOOD))
+    assert b.get("k") is None and b.damaged == 0 and a.get("k").to_dict() == GOOD

@@ -143,7 +143,7 @@ def test_servers_with_and_without_a_token_share_the_cache_not_the_pages(small_st
     (a server with a token) is never sent by a read-only server, nor the other way round."""
     ro, rw = app_for(small_store).test_client(), app_for(small_store, token="t0k").test_client()
     for first, second in ((rw, ro), (ro, rw)):
-        url = f"/commit/{C}?order={id(first)}"
+        url = f"/commit/{C}?target=order{id(first)}.o"         # a parameter of the page: its own key
         a, b = first.get(url), second.get(url)
         assert a.headers["X-Sizewatch-Cache"] == b.headers["X-Sizewatch-Cache"] == "miss"
         assert a.headers["ETag"] != b.headers["ETag"]
@@ -167,13 +167,93 @@ def test_gzip_for_pages_and_static_files(small_store, app_for):
 def test_page_cache_is_bounded(small_store, app_for):
     app = app_for(small_store, pages_bytes=64 << 10)
     client = app.test_client()
-    for n in range(300):                     # 300 distinct URLs of ~1-2 kB compressed each
-        assert client.get(f"/commit/{B}?n={n}").status_code == 200
+    for n in range(300):                     # 300 distinct pages of ~1-2 kB compressed each
+        assert client.get(f"/commit/{B}?target=t{n}.o").status_code == 200
     cache = app.extensions["sizewatch.pages"]
     cache.trim()
     pages, size = cache.stats()
     assert 0 < size <= 64 << 10 and pages < 300
-    assert client.get(f"/commit/{B}?n=299").headers["X-Sizewatch-Cache"] == "hit"     # the newest stay
+    assert client.get(f"/commit/{B}?target=t299.o").headers["X-Sizewatch-Cache"] == "hit"     # the newest stay
+
+
+def test_only_the_parameters_a_page_reads_make_its_key(small_store, app_for):
+    """Issue 27: 300 ``/?junk=N`` made 300 cache entries (and could evict real pages). Parameters a
+    page does not read are left out of its key: they are the same page, one entry."""
+    app = app_for(small_store, pages_bytes=64 << 10)
+    client = app.test_client()
+    real = client.get(f"/commit/{B}")
+    assert real.headers["X-Sizewatch-Cache"] == "miss"
+    cache = app.extensions["sizewatch.pages"]
+    before = cache.stats()[0]
+    first = client.get("/?junk=0")
+    for n in range(1, 300):
+        r = client.get(f"/?junk={n}&utm_source=x{n}")
+        assert r.status_code == 200 and r.headers["X-Sizewatch-Cache"] == "hit" and r.data == first.data
+        assert r.headers["ETag"] == first.headers["ETag"] == client.get("/").headers["ETag"]
+    assert cache.stats()[0] == before + 1
+    assert client.get(f"/commit/{B}?junk=1").headers["X-Sizewatch-Cache"] == "hit"   # the real page stayed
+    # a parameter the page reads is its own page, its value included (the first one, as the page reads it)
+    assert client.get("/?commits=1").headers["ETag"] != first.headers["ETag"]
+    assert client.get("/?commits=1&commits=2").headers["ETag"] == client.get("/?commits=1").headers["ETag"]
+    assert client.get("/?commits=2").headers["ETag"] != client.get("/?commits=1").headers["ETag"]
+
+
+def test_each_cached_page_reads_only_its_key_parameters(small_store, app_for):
+    """web.cache.PARAMS against what each cached endpoint really reads from the query string: a
+    parameter read but not listed would make two different pages share one key."""
+    from flask import request
+    from werkzeug.datastructures import ImmutableMultiDict
+    from web.cache import PARAMS, STAMPS
+    read: set[str] = set()
+
+    class Recording(ImmutableMultiDict):
+        def get(self, key, *a, **kw):
+            read.add(key)
+            return super().get(key, *a, **kw)
+
+        def getlist(self, key, *a, **kw):
+            read.add(key)
+            return super().getlist(key, *a, **kw)
+
+        def __getitem__(self, key):
+            read.add(key)
+            return super().__getitem__(key)
+
+        def __contains__(self, key):
+            read.add(key)
+            return super().__contains__(key)
+
+        def __iter__(self):
+            read.add("*")
+            return super().__iter__()
+
+        def items(self, *a, **kw):
+            read.add("*")
+            return super().items(*a, **kw)
+
+        def to_dict(self, *a, **kw):
+            read.add("*")
+            return super().to_dict(*a, **kw)
+
+    app = app_for(small_store, pages_bytes=0)         # every request rendered
+    app.request_class = type("Req", (app.request_class,), {"parameter_storage_class": Recording})
+    seen: dict[str, set[str]] = {}
+
+    @app.after_request
+    def note(resp):
+        seen.setdefault(request.endpoint, set()).update(read - {"*"} if "*" not in read else {"*"})
+        return resp
+    client = app.test_client()
+    urls = ["/", "/api/", "/function/split_me", "/api/function/split_me", f"/commit/{C}", f"/api/commit/{C}",
+            f"/commit/{C}.txt", f"/matrix/{C}", f"/api/matrix/{C}", "/series/1", "/api/series/1", "/series/1.txt"]
+    query = "?" + "&".join(f"{n}=1" for n in sorted({n for names in PARAMS.values() for n in names}))
+    for url in urls:
+        for q in ("", query):
+            read.clear()
+            client.get(url + q)
+    assert set(seen) >= set(STAMPS) and set(PARAMS) == set(STAMPS)
+    for ep in STAMPS:
+        assert seen[ep] <= set(PARAMS[ep]), (ep, seen[ep])
 
 
 def start_server(db: Path, *args: str) -> tuple[subprocess.Popen, str]:
@@ -241,7 +321,7 @@ def test_readers_of_a_new_page_wait_for_one_render(small_store):
                start_server(small_store, "--workers", "2", "--threads", "4")]
     try:
         for round_ in range(3):
-            url = f"/commit/{C}?herd={round_}"
+            url = f"/commit/{C}?target=herd{round_}.o"        # a new page each round
             with ThreadPoolExecutor(16) as pool:
                 got = list(pool.map(lambda i: fetch(servers[i % 2][1] + url), range(16)))
             assert {st for st, _, _ in got} == {200}
@@ -339,3 +419,108 @@ def test_matrix_is_paged(tmp_path, compile_c, app_for):
     assert 'rel="next" href="?limit=2&amp;offset=4"' in html and 'rel="prev" href="?limit=2&amp;offset=0"' in html
     assert "No rows past" in client.get(f"/matrix/{A}?offset={n + 5}").get_data(as_text=True)
     assert client.get(f"/api/matrix/{A}?offset=x").status_code == 400
+
+
+# --- the page cache's file is never followed (issue 27) ------------------------------------------
+
+def _store_state(db: Path) -> tuple[str, list]:
+    import hashlib
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master"))
+    conn.close()
+    return hashlib.sha256(db.read_bytes()).hexdigest(), tables
+
+
+def _cache_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "page cache" in line]
+
+
+@pytest.mark.parametrize("store_db", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("kind", ["link to the store", "dangling link", "garbage"])
+def test_a_planted_page_cache_is_replaced_never_followed(small_store, kind, tmp_path):
+    """Real gunicorn, two workers, a read-only ``serve``: ``<db>.pages`` a link to the store (the
+    cache's tables were created inside the store, and ``db check`` said ok), a dangling link (sqlite
+    created its target), a garbage file (each worker rendered every request for its whole life).
+    Now: the store untouched, no target made, a new regular cache file that serves hits, one line."""
+    db = Path(small_store)
+    pages = db.with_name(db.name + ".pages")
+    target = tmp_path / "made-by-sqlite.db"
+    if kind == "link to the store":
+        pages.symlink_to(db)
+    elif kind == "dangling link":
+        pages.symlink_to(target)
+    else:
+        pages.write_bytes(b"not a database\n" * 1000)
+    before = _store_state(db)
+    proc, base = start_server(db, "--workers", "2")
+    try:
+        got = [fetch(base + f"/commit/{C}") for _ in range(6)]
+    finally:
+        err = stop(proc)
+    assert {st for st, _, _ in got} == {200} and len({body for _, _, body in got}) == 1
+    states = [h["X-Sizewatch-Cache"] for _, h, _ in got]
+    assert states[0] == "miss" and set(states[1:]) == {"hit"}, (states, err)
+    assert _store_state(db) == before                      # not a byte, not a table
+    assert not target.exists()
+    assert pages.is_file() and not pages.is_symlink()
+    with sqlite3.connect(f"file:{pages}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pages").fetchone()[0] == 1
+    lines = _cache_lines(err)
+    assert len(lines) == 1 and "replaced by a new file" in lines[0], err
+    assert ("symbolic link (not followed)" if "link" in kind else "damaged") in lines[0]
+    assert "Traceback" not in err
+    check = subprocess.run([*sizewatch_cmd(), "db", "check", "--db", str(db)], capture_output=True, text=True,
+                           timeout=120)
+    assert check.returncode == 0, check.stderr
+
+
+def test_a_fifo_a_side_link_or_damage_in_use_is_replaced_a_directory_refused(tmp_path, caplog):
+    """The other things a name can be: a FIFO (never opened, so never blocking), a link at sqlite's
+    ``-wal`` (sqlite refuses it, which left the cache off for good), a file damaged while in use
+    (replaced once its damage is seen, and only that file), a directory (not ours to delete: pages
+    are rendered per request, one line)."""
+    import logging
+    import os
+    from web.pagecache import PageCache
+    precious = tmp_path / "precious.db"
+    precious.write_bytes(b"keep me")
+    fifo = tmp_path / "fifo.pages"
+    os.mkfifo(fifo)
+    side = tmp_path / "side.pages"
+    PageCache(side, 1 << 20).put("k", "text/plain", b"x")
+    for s in ("-wal", "-shm"):
+        side.with_name(side.name + s).unlink(missing_ok=True)
+    side.with_name(side.name + "-wal").symlink_to(precious)
+    with caplog.at_level(logging.WARNING, logger="sizewatch.web"):
+        for path in (fifo, side):
+            caplog.clear()
+            cache = PageCache(path, 1 << 20)
+            cache.put("k", "text/plain", b"body")
+            assert cache.get("k") == ("text/plain", b"body")
+            assert path.is_file() and not path.is_symlink() and len(caplog.records) == 1, caplog.text
+        assert precious.read_bytes() == b"keep me"
+        assert not side.with_name(side.name + "-wal").is_symlink()
+        # damaged under a running cache: the query fails (a miss), the next one has a new file
+        caplog.clear()
+        live = tmp_path / "live.pages"
+        cache = PageCache(live, 64 << 20)
+        for i in range(300):
+            cache.put(f"k{i}", "text/plain", os.urandom(3000))
+        conn = cache._conn()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")     # all in the file ...
+        conn.execute("PRAGMA cache_size = 1")               # ... and read from it again
+        with live.open("r+b") as f:                         # every page but the header's garbage
+            f.seek(4096)
+            f.write(b"garbage!" * ((live.stat().st_size - 4096) // 8))
+        assert cache.get("k1") is None                      # seen: this connection dropped ...
+        assert cache.get("k150") is None                    # ... and the next one's file is new
+        cache.put("k", "text/plain", b"again")
+        assert cache.get("k") == ("text/plain", b"again")
+        assert len(caplog.records) == 1 and "damaged" in caplog.text
+        caplog.clear()
+        directory = tmp_path / "dir.pages"
+        directory.mkdir()
+        cache = PageCache(directory, 1 << 20)
+        cache.put("k", "text/plain", b"body")
+        assert cache.get("k") is None and cache.get("k") is None and directory.is_dir()
+        assert len(caplog.records) == 1 and "is a directory" in caplog.text

@@ -3,8 +3,10 @@
 Every cacheable page names the counters under it (``STAMPS``: the whole store, a commit and its
 parent, a series and its commits). Per request, before any page work:
 
-1. the stamp is read (one indexed read of ``change_counters``) and hashed with the URL and the
-   code's own fingerprint into the page's key, sent as its ``ETag``;
+1. the stamp is read (one indexed read of ``change_counters``) and hashed with the path, the
+   query parameters the page reads (``PARAMS``; any other is left out: ``/?junk=N`` is the index
+   page, not a new cache entry that could evict real pages) and the code's own fingerprint into the
+   page's key, sent as its ``ETag``;
 2. a reader or proxy that already holds that page (``If-None-Match``) gets a 304;
 3. a page another request (in any server process) rendered under that key is sent from the shared
    page cache (web.pagecache), already gzip-compressed;
@@ -37,6 +39,21 @@ for _ep in ("commit.page", "commit.api", "commit.text", "matrix.page", "matrix.a
     STAMPS[_ep] = lambda store, args: store.change_stamp(commit=args["rev"])
 for _ep in ("series.page", "series.api", "series.text"):
     STAMPS[_ep] = lambda store, args: store.change_stamp(series=args["sid"])
+
+# endpoint -> the query parameters its page reads (web.params, each page's ``_args``): the only ones
+# in its key. A parameter a page reads must be here, or two of its pages would share a key
+# (tests/test_web_cache.py checks each page against what it reads).
+PARAMS: dict[str, tuple[str, ...]] = {}
+for _ep in ("index.page", "index.api"):
+    PARAMS[_ep] = ("commits", "series", "tree")
+for _ep in ("function.page", "function.api"):
+    PARAMS[_ep] = ("toolchain", "target", "changes")
+for _ep in ("commit.page", "commit.api", "commit.text", "series.text"):
+    PARAMS[_ep] = ("toolchains", "target")
+for _ep in ("series.page", "series.api"):
+    PARAMS[_ep] = ("toolchains",)
+for _ep in ("matrix.page", "matrix.api"):
+    PARAMS[_ep] = ("all", "target", "limit", "offset")
 
 COMPRESSIBLE = ("text/html", "text/plain", "text/css", "text/javascript", "application/javascript",
                 "application/json")
@@ -88,7 +105,7 @@ def _before() -> Response | None:
     if stamp_of is None or request.method not in ("GET", "HEAD"):
         return None
     stamp = stamp_of(context.store(), request.view_args or {})
-    url = request.path + "?" + request.query_string.decode("latin-1")
+    url = (request.path, [(name, request.args.get(name)) for name in PARAMS[request.endpoint] if name in request.args])
     key = hashlib.sha256(repr((current_app.extensions["sizewatch.code"], url, stamp)).encode()).hexdigest()[:32]
     g.page_key = key
     if f'"{key}"' in request.headers.get("If-None-Match", ""):

@@ -5,7 +5,14 @@ each page gzip-compressed (compressed once, sent as it is to the readers that ac
 A key names one exact page: it never needs invalidating, only evicting. The file is bounded: when
 it grows past ``max_bytes`` the least recently used pages go (use times are written at most once a
 minute per page, so a hit costs one indexed read). It is a cache: any failure to read or write it
-(busy, read-only directory, a damaged file) is a miss, never an error page.
+(busy, read-only directory) is a miss, never an error page.
+
+The file sits beside the store, under a name anyone who can write that directory can plant (issue
+27), so it is never followed (web.pagefile): only a regular file is opened (``O_NOFOLLOW``, then
+sqlite without creating anything, then the name checked again to be that very file). A symbolic
+link (even one to the store, or dangling), a FIFO or a socket there, or a file sqlite calls damaged,
+is replaced by a new cache file made aside and renamed over the name, with one log line; a
+directory is left alone and the pages are rendered per request.
 """
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+
+from web import pagefile
 
 log = logging.getLogger("sizewatch.web")
 
@@ -35,6 +44,14 @@ TOUCH_EVERY = 60.0      # seconds between use-time writes of one page
 TRIM_EVERY = 64         # inserts between size checks
 
 
+def _setup(conn: sqlite3.Connection) -> None:
+    """What every connection runs first (on a file that is not a database, the first to fail)."""
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = OFF")          # a cache: a lost page is rendered again
+    conn.execute(SCHEMA)
+    conn.execute(CLAIMS)
+
+
 class PageCache:
     def __init__(self, path: Path, max_bytes: int):
         self.path = Path(path)
@@ -42,6 +59,7 @@ class PageCache:
         self._local = threading.local()
         self._puts = 0
         self._broken = False
+        self._suspect: tuple | None = None      # the file a query found damaged: replaced when next opened
 
     def _conn(self) -> sqlite3.Connection | None:
         conn = getattr(self._local, "conn", None)
@@ -49,26 +67,30 @@ class PageCache:
             return conn
         if self._broken:
             return None
-        conn = None
         try:
             # (a PostgreSQL store's cache lives in a directory of its own under the cache dir: web.settings)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # writes here are single short rows: waiting for the lock beats rendering a page twice
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=LOCK_SECONDS)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = OFF")          # a cache: a lost page is rendered again
-            conn.execute(SCHEMA)
-            conn.execute(CLAIMS)
-        except (sqlite3.Error, OSError) as e:
-            if conn is not None:
-                conn.close()
-            if "locked" in str(e) or "busy" in str(e):       # another process creating it: try next time
-                return None
+            conn = pagefile.connect(self.path, _setup, self._suspect, LOCK_SECONDS, log.warning)
+        except pagefile.Busy:                   # another process making it, or sqlite's lock: next time
+            return None
+        except (pagefile.Refused, sqlite3.Error, OSError) as e:
             log.warning("page cache %s unusable, pages are rendered per request: %s", self.path, e)
             self._broken = True
             return None
+        self._suspect = None
         self._local.conn, self._local.pid = conn, os.getpid()
         return conn
+
+    def _failed(self, e: sqlite3.Error) -> None:
+        """A query failed: when sqlite calls the file damaged, drop this thread's connection and have
+        the next one replace that very file (not one another process made meanwhile)."""
+        if not pagefile.damaged(e):
+            return
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            self._suspect = pagefile.identity(self.path)
+            conn.close()
 
     def get(self, key: str) -> tuple[str, bytes] | None:
         """(content type, gzip body) of the page, or None."""
@@ -83,7 +105,8 @@ class PageCache:
             if now - row[2] > TOUCH_EVERY:
                 conn.execute("UPDATE pages SET used = ? WHERE key = ?", (now, key))
             return row[0], row[1]
-        except sqlite3.Error:
+        except sqlite3.Error as e:
+            self._failed(e)
             return None
 
     def put(self, key: str, ctype: str, body: bytes) -> None:
@@ -96,8 +119,8 @@ class PageCache:
             self._puts += 1
             if self._puts % TRIM_EVERY == 1:
                 self.trim()
-        except sqlite3.Error:
-            pass
+        except sqlite3.Error as e:
+            self._failed(e)
 
     def claim(self, key: str) -> bool:
         """True: render the page (nobody else is, or their claim expired); False: another request, in
@@ -113,7 +136,8 @@ class PageCache:
                                "ON CONFLICT(key) DO UPDATE SET until = excluded.until WHERE until < ?",
                                (key, now + CLAIM_SECONDS, now))
             return cur.rowcount > 0
-        except sqlite3.Error:
+        except sqlite3.Error as e:
+            self._failed(e)
             return True
 
     def release(self, key: str) -> None:

@@ -11,12 +11,17 @@ rewrote are read again (:func:`object_keys`).
 
 The entries (:class:`UnitCache`) are JSON files under ``<sizewatch cache>/inline-units``, written
 atomically (a temp file renamed), bounded in total size (oldest used first out), and checked when
-read: the key inside, a SHA-256 of the payload, and :meth:`UnitCost.from_dict`'s checks. A damaged
-entry is deleted and the unit decoded again: it never reaches the result.
+read: the key inside, an HMAC-SHA256 of key and payload under a secret kept outside the cache
+(:mod:`ci.pipeline.cache_key`: the cache dir is shared, and a plain checksum is one a forger
+recomputes), and :meth:`UnitCost.from_dict`'s checks. A damaged or forged entry is deleted and the
+unit decoded again: it never reaches the result. An entry's file name is derived from the secret
+too, so processes with different keys on one cache dir keep apart rather than take each other's
+entries for forgeries.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import stat
@@ -28,6 +33,7 @@ from analyzer.elf import load_images
 from analyzer.errors import InputError
 from analyzer.files import read_input
 from analyzer.inline_units import UNIT_COST_FORMAT, UnitCost, unit_names
+from ci.pipeline.cache_key import unit_cache_key
 from toolchains.kbuild import prepare_lock
 from toolchains.locks import file_lock
 from toolchains.source import cache_dir
@@ -41,21 +47,29 @@ SHT_NOTE = 7
 class UnitCache:
     """UnitCost entries by key, as files under ``root`` (see the module docstring)."""
 
-    def __init__(self, root: Path | None = None, limit: int = CACHE_LIMIT):
+    def __init__(self, root: Path | None = None, limit: int = CACHE_LIMIT, secret: bytes | None = None):
         self.root = Path(root) if root is not None else cache_dir() / "inline-units"
         self.limit = limit
-        self.damaged = 0                # entries found damaged (and removed) by get
+        self.damaged = 0                # entries found damaged or forged (and removed) by get
+        self._secret = secret           # None: the user's key (cache_key), read on first use
+
+    def _mac(self, what: bytes) -> str:
+        if self._secret is None:
+            self._secret = unit_cache_key()
+        return hmac.new(self._secret, what, hashlib.sha256).hexdigest()
 
     def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+        name = self._mac(b"name\0" + key.encode())
+        return self.root / name[:2] / f"{name}.json"
+
+    def _seal(self, key: str, payload: bytes) -> str:
+        """The entry's HMAC: over its key and its payload, so neither can be swapped or edited."""
+        return self._mac(b"entry\0" + key.encode() + b"\0" + payload)
 
     def get(self, key: str) -> UnitCost | None:
         p = self._path(key)
         try:
-            st = p.stat()
-            if not stat.S_ISREG(st.st_mode) or st.st_size > ENTRY_LIMIT:
-                raise InputError("not a regular file of an entry's size")
-            raw = p.read_bytes()
+            raw = _read_entry(p)
         except FileNotFoundError:
             return None
         except (OSError, InputError):
@@ -63,9 +77,9 @@ class UnitCache:
         try:
             head, _nl, payload = raw.partition(b"\n")
             doc = json.loads(head)
-            if (type(doc) is not dict or doc.get("key") != key
-                    or doc.get("sha256") != hashlib.sha256(payload).hexdigest()):
-                raise InputError("key or checksum does not match")
+            if (type(doc) is not dict or doc.get("key") != key or type(doc.get("hmac")) is not str
+                    or not hmac.compare_digest(doc["hmac"], self._seal(key, payload))):
+                raise InputError("key or HMAC does not match")
             cost = UnitCost.from_dict(json.loads(payload))
         except (ValueError, RecursionError, InputError):
             self.damaged += 1
@@ -81,9 +95,9 @@ class UnitCache:
         return cost
 
     def put(self, key: str, cost: UnitCost) -> None:
-        """One line ``{"key", "sha256" of the payload}``, then the payload (UnitCost.to_dict)."""
+        """One line ``{"key", "hmac" of key and payload}``, then the payload (UnitCost.to_dict)."""
         payload = json.dumps(cost.to_dict(), separators=(",", ":")).encode()
-        head = json.dumps({"key": key, "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+        head = json.dumps({"key": key, "hmac": self._seal(key, payload)}).encode()
         p = self._path(key)
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
@@ -121,6 +135,17 @@ class UnitCache:
             total -= size
             deleted += 1
         return deleted
+
+
+def _read_entry(p: Path) -> bytes:
+    """An entry's bytes: a regular file of at most an entry's size, never through a symbolic link
+    (ELOOP) and never blocking on a FIFO."""
+    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > ENTRY_LIMIT:
+            raise InputError("not a regular file of an entry's size")
+        return f.read(ENTRY_LIMIT + 1)
 
 
 def build_id(path: Path) -> bytes | None:
