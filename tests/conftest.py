@@ -158,7 +158,7 @@ def output_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A PostgreSQL 15 server on 127.0.0.1 in a temporary directory (tests/pgserver.py), stopped at the end."""
+    """A PostgreSQL 15 server on a unix socket in a temporary directory (tests/pgserver.py), stopped at the end."""
     from pgserver import PgServer
     try:
         server = PgServer()

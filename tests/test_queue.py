@@ -1,5 +1,5 @@
 """The deployment mode's queue (ci.queue): ``sizewatch run --queue`` with ``sizewatch worker``
-processes on a real redis-server started here (127.0.0.1, a free port, a temporary directory).
+processes on a real redis-server started here (a unix socket in a temporary directory).
 
 The example series through two workers prints the in-process run's report byte for byte. The
 faults run on the fake kernel (tests/fakekernel: real compilers, builds in a fraction of a second)
@@ -317,7 +317,7 @@ def test_redis_restarted_empty_the_coordinator_waits_and_enqueues_again(fake, re
         wait_for(lambda: sum(q["queued"] for q in status(redis)["queues"]) == 4, what="4 jobs queued")
         redis.stop()
         wait_for(lambda: "Redis unreachable" in (tmp_path / "run.err").read_text(), what="the coordinator noticing")
-        redis.start()                             # the same port, nothing in it
+        redis.start()                             # the same socket, nothing in it
         workers.start(1)
         rc, out, err = finished(run, tmp_path)
         assert rc == 0, err
