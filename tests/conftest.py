@@ -222,6 +222,19 @@ def libdw_built() -> bool:
     return False
 
 
+def pytest_collection_modifyitems(config, items):
+    """The defconfig tests (a 21-minute kernel build each) run only when ``-m`` names ``defconfig``:
+    any other ``-m`` (``-m slow``, ``-m "not kernel"``) replaces setup.cfg's, and must not pull them in."""
+    if "defconfig" in (config.option.markexpr or ""):
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("defconfig") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     # before any fixture is built: a skip only where libdw-dev is not installed and nothing is built
