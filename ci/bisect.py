@@ -287,9 +287,11 @@ def text(res: BisectResult) -> str:
     """What ``sizewatch bisect`` prints."""
     out = []
     if res.first is None:
+        failed = {s.sha for s in res.steps if s.holds is None}
         out.append(f"{res.function} {res.condition.describe()} first at one of these commits "
-                   f"(the others' {res.toolchain} builds failed):")
-        out += [f"  {c.sha[:12]} {c.subject}" for c in res.candidates]
+                   f"(skipped: a {res.toolchain} build that failed cannot be judged):")
+        out += [f"  {c.sha[:12]} {c.subject}" + ("  [skipped: does not build]" if c.sha in failed else "")
+                for c in res.candidates]
     else:
         out.append(f"first commit where {res.function} {res.condition.describe()} "
                    f"({res.toolchain}: {res.toolchain_version}; {res.target}):")

@@ -22,12 +22,14 @@ from cli.common import db_option, one_line_errors
               help="request threads per process (pages are CPU work under each process's GIL)")
 @click.option("--page-cache-mb", default=256, show_default=True, type=click.IntRange(0, 1 << 20),
               help="bound of the rendered-page cache kept beside the store (<db>.pages); 0: none")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+              show_default=True, help="what goes to stderr; info: also a line per page rendered and why")
 @click.option("--bot-config", type=click.Path(dir_okay=False), default=None,
               help="the bot's TOML config: the policy the /bot page shows (default: the built-in defaults)")
 def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, workers: int,
-              threads: int, page_cache_mb: int, bot_config: str | None) -> None:
+              threads: int, page_cache_mb: int, log_level: str, bot_config: str | None) -> None:
     """Serve the dashboard (pages, JSON API under /api/) for a store, on gunicorn."""
     from web.server import serve, settings_for
     with one_line_errors():
         settings = settings_for(db, token, token_file, page_cache_mb, bot_config)
-        serve(settings, host, port, threads, workers or None)
+        serve(settings, host, port, threads, workers or None, log_level)

@@ -158,7 +158,7 @@ def output_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A PostgreSQL 15 server on 127.0.0.1 in a temporary directory (tests/pgserver.py), stopped at the end."""
+    """A PostgreSQL 15 server on a unix socket in a temporary directory (tests/pgserver.py), stopped at the end."""
     from pgserver import PgServer
     try:
         server = PgServer()
@@ -220,6 +220,19 @@ def libdw_built() -> bool:
                     "is not built: rerun scripts/install.sh, or `python setup.py build_ext --inplace` in the "
                     "checkout", pytrace=False)
     return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The defconfig tests (a 21-minute kernel build each) run only when ``-m`` names ``defconfig``:
+    any other ``-m`` (``-m slow``, ``-m "not kernel"``) replaces setup.cfg's, and must not pull them in."""
+    if "defconfig" in (config.option.markexpr or ""):
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("defconfig") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.hookimpl(tryfirst=True)

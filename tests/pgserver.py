@@ -1,5 +1,9 @@
-"""A real PostgreSQL 15 server for the tests: initdb in a temporary directory, postgres on 127.0.0.1
-on a free port, one server per test session, a fresh database per test (``PgServer.database``).
+"""A real PostgreSQL 15 server for the tests: initdb in a temporary directory, postgres listening
+on a unix socket in that directory only (no TCP port: nothing to pick, nothing another process can
+take between picking and binding), one server per test session, a fresh database per test
+(``PgServer.database``). The URL names the socket's directory as its host, percent-encoded
+(libpq's form: ``postgresql://postgres@%2Ftmp%2Fsizewatch-pg-x/db``), so ``f"{url}/{name}"`` and
+``url.rsplit("/", 1)`` work as with a TCP URL.
 
 postgres refuses to run as root: as root the server runs as the ``postgres`` user Debian's
 postgresql-15 package creates (or, missing, a ``sizewatch-pg`` system user made here with useradd);
@@ -11,18 +15,12 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 PG_BIN = Path(os.environ.get("SIZEWATCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _server_user() -> str | None:
@@ -51,15 +49,15 @@ class PgServer:
             pw = pwd.getpwnam(self.user)
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = 5432                     # only names the socket file, .s.PGSQL.5432, in self.dir
         self._n = itertools.count(1)
         self._run([PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
                    "--locale=C", "--no-sync"])
-        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off "
                 "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
         self._run([PG_BIN / "pg_ctl", "-D", self.data, "-o", opts, "-l", self.dir / "server.log", "-w",
                    "-t", "60", "start"])
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
+        self.url = f"postgresql://postgres@{quote(str(self.dir), safe='')}"
 
     def _run(self, argv: list) -> None:
         proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=self.dir,

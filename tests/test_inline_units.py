@@ -37,6 +37,7 @@ def _keys(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 @pytest.mark.parametrize("engine", ENGINES)
 def test_cold_and_warm_equal_a_whole_decode(tiny, engine):
     for path in tiny.vmlinux:
@@ -59,6 +60,7 @@ def test_cold_and_warm_equal_a_whole_decode(tiny, engine):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 def test_the_base_cache_serves_patch_1(tiny, tmp_path):
     """The series' base and patch 1, built in the build dir in turn (kbuild rebuilds the changed
     objects): patch 1 decodes only the units whose object changed, and equals its whole decode."""
@@ -88,6 +90,7 @@ def test_the_base_cache_serves_patch_1(tiny, tmp_path):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
     path = tiny.vmlinux[1]
     whole = inline_cost(path).to_dict()
@@ -182,6 +185,7 @@ def test_damaged_and_forged_entries_are_decoded_again(tiny, tmp_path):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 def test_the_cache_is_bounded(tiny, tmp_path):
     path = tiny.vmlinux[0]
     cache = UnitCache(tmp_path / "units", limit=200_000)
@@ -291,6 +295,7 @@ def test_object_hashes_are_reused_only_while_the_stat_holds(tmp_path):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 def test_the_pipeline_record_is_the_same_with_the_cache(tiny, tmp_path):
     """ci.pipeline.inline_costs.object_inline_cost: the stored rows are the same cold, warm and
     without unit keys (the whole decode)."""

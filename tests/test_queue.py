@@ -1,5 +1,5 @@
 """The deployment mode's queue (ci.queue): ``sizewatch run --queue`` with ``sizewatch worker``
-processes on a real redis-server started here (127.0.0.1, a free port, a temporary directory).
+processes on a real redis-server started here (a unix socket in a temporary directory).
 
 The example series through two workers prints the in-process run's report byte for byte. The
 faults run on the fake kernel (tests/fakekernel: real compilers, builds in a fraction of a second)
@@ -8,7 +8,9 @@ with SIGKILL there (its job runs again on the other worker), Redis emptied with 
 running (the coordinator enqueues what the store lacks), one job delivered twice, a job that kills
 every worker's work horse (parked after its attempts, reported by the run and ``queue status``),
 and the store unavailable while a finished build waits to be written (the worker tries again).
-Every test ends with exactly one stored build per key.
+Every test ends with exactly one stored build per key. A worker writing to another store, or holding
+another version of the compiler, refuses the job (parked, said); ``bot --queue`` with a parked job
+is an infrastructure failure (nothing mailed), tested and mailed at the next poll once unparked.
 """
 from __future__ import annotations
 
@@ -317,7 +319,7 @@ def test_redis_restarted_empty_the_coordinator_waits_and_enqueues_again(fake, re
         wait_for(lambda: sum(q["queued"] for q in status(redis)["queues"]) == 4, what="4 jobs queued")
         redis.stop()
         wait_for(lambda: "Redis unreachable" in (tmp_path / "run.err").read_text(), what="the coordinator noticing")
-        redis.start()                             # the same port, nothing in it
+        redis.start()                             # the same socket, nothing in it
         workers.start(1)
         rc, out, err = finished(run, tmp_path)
         assert rc == 0, err
@@ -466,3 +468,109 @@ def test_bot_hands_its_builds_to_the_workers(example_store, redis, tmp_path):
                             "--db", tmp_path / "local.db"], capture_output=True, text=True, timeout=600)
     assert local.returncode == 0, local.stderr
     assert "Subject: " in queued.stdout and body(queued.stdout) == body(local.stdout)
+
+
+# --- the README's refusals: a worker that cannot give the coordinator what it waits for --------------
+
+def _parked_lines(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if "parked after 1 attempt(s)" in ln]
+
+
+def test_a_worker_writing_to_another_store_refuses_the_job(fake, redis, tmp_path):
+    """The README: a worker that writes to another store than the coordinator reads refuses the job
+    with that said (instead of storing a result nobody reads); the job is parked after its attempts
+    and shown in ``queue status``."""
+    tree, c, env, db = fake
+    other = tmp_path / "other.db"
+    make_store(other)
+    workers = Workers(tmp_path, redis, db, env)
+    try:
+        workers.start(1, db=other)
+        run = coordinator([*fake_range(tree, c, "one"), "--attempts", "1"], db, redis, tmp_path, env)
+        rc, out, err = finished(run, tmp_path)
+        assert rc == 1, err
+        parked = _parked_lines(err)
+        assert len(parked) == 4, err + logs(tmp_path)            # 2 commits x 2 toolchains, none built
+        assert all("other.db" in ln and "store" in ln for ln in parked), parked
+        assert build_keys(db) == [] and build_keys(other) == []  # refused, not stored anywhere
+        st = status(redis)
+        assert len(st["parked"]) == 4
+        assert all("other.db" in json.dumps(j) for j in st["parked"]), st["parked"]
+    finally:
+        workers.stop()
+
+
+def test_a_worker_with_another_compiler_version_refuses_the_job(fake, redis, tmp_path):
+    """The README: a worker holding another version of the compiler than the coordinator refuses the
+    job with that said; parked after its attempts, shown in ``queue status``. The worker's gcc-12
+    is the real one behind a wrapper that reports another version."""
+    tree, c, env, db = fake
+    wrap = tmp_path / "bin"
+    wrap.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v gcc-12"], capture_output=True, text=True).stdout.strip()
+    assert real, "gcc-12 missing"
+    (wrap / "gcc-12").write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then\n'
+                                 '  echo "gcc-12 (sizewatch test) 12.99.0"; exit 0\nfi\n'
+                                 f'exec {real} "$@"\n')
+    (wrap / "gcc-12").chmod(0o755)
+    workers = Workers(tmp_path, redis, db, env)
+    try:
+        workers.start(1, toolchains="gcc-12", PATH=f"{wrap}:{os.environ['PATH']}")
+        run = coordinator(["--tree", tree, f"{c['base']}..{c['one']}", "--toolchains", "gcc-12", "--attempts", "1"],
+                          db, redis, tmp_path, env)
+        rc, out, err = finished(run, tmp_path)
+        assert rc == 1, err
+        parked = _parked_lines(err)
+        assert len(parked) == 2, err + logs(tmp_path)
+        assert all("12.99.0" in ln for ln in parked), parked     # the worker's version, said
+        assert build_keys(db) == []
+        st = status(redis)
+        assert len(st["parked"]) == 2 and all("12.99.0" in json.dumps(j) for j in st["parked"]), st["parked"]
+    finally:
+        workers.stop()
+
+
+@pytest.mark.kernel
+def test_bot_with_a_parked_job_is_an_infrastructure_failure(example_store, redis, tmp_path):
+    """The README: with ``bot --queue``, a parked job makes the series an infrastructure failure:
+    nothing mailed, tried at the next poll. Every work horse dies on the last patch's jobs; once
+    the jobs are unparked and a healthy worker runs, the next poll tests and mails the series."""
+    from botlist import bot_config
+    from toolchains.example import series_commits
+    last = series_commits()[1][-1]
+    cfg = bot_config(tmp_path / "bot.toml")
+    db, outbox = tmp_path / "store.db", tmp_path / "outbox.mbox"
+    make_store(db)
+    bot = [*sizewatch_cmd(), "bot", "--series", str(EXAMPLE_MBOX), "--config", str(cfg), "--outbox", str(outbox),
+           "--queue", redis.url, "--attempts", "1", "--db", str(db)]
+
+    def series_state() -> list:
+        conn = sqlite3.connect(db)
+        try:
+            return conn.execute("SELECT state FROM bot_series").fetchall()
+        finally:
+            conn.close()
+    workers = Workers(tmp_path, redis, db)
+    try:
+        workers.start(1, EXAMPLE_TOOLCHAINS, SIZEWATCH_QUEUE_KILL_AT=last[:12])
+        p = subprocess.run(bot, capture_output=True, text=True, timeout=900)
+        assert p.returncode == 1, p.stderr
+        assert "infrastructure failure (nothing mailed, retried next poll)" in p.stderr and "parked" in p.stderr, p.stderr
+        assert series_state() == [("infra_failure",)]
+        assert not outbox.exists() or outbox.read_text() == ""
+        st = subprocess.run([*sizewatch_cmd(), "bot", "--status", "--db", str(db)], capture_output=True, text=True,
+                            timeout=120)
+        assert "infrastructure failures (nothing mailed; tried again each poll): 1" in st.stdout, st.stdout
+        # the next poll, the jobs unparked and the worker healthy: tested and mailed
+        workers.stop()
+        workers.procs.clear()
+        u = subprocess.run([*sizewatch_cmd(), "queue", "unpark", "--all", "--redis", redis.url], capture_output=True,
+                           text=True, timeout=60)
+        assert u.returncode == 0, u.stderr
+        workers.start(1, EXAMPLE_TOOLCHAINS)
+        p = subprocess.run(bot, capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0, p.stderr
+        assert series_state() == [("tested",)]
+        assert "Subject: " in outbox.read_text()
+    finally:
+        workers.stop()

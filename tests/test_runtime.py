@@ -115,7 +115,9 @@ def test_initramfs_is_what_cpio_reads(tmp_path):
 
 # --- real QEMU, the real allocator vmlinux ----------------------------------------------------
 
-kernel = pytest.mark.kernel
+def kernel(test):
+    """Real QEMU on the allocator vmlinux: a whole-kernel build (slow), then its build dir's module."""
+    return pytest.mark.kernel(pytest.mark.slow(test))
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +231,6 @@ def test_plugin_agrees_with_qemus_exec_log(gcc_images, tmp_path):
 
 
 @kernel
-@pytest.mark.slow
 @pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
 def test_example_series_moves_order_4_both_ways(toolchain):
     """The seed's experiment, at run time: at order 4 (every allocation through rmqueue_buddy ->
@@ -306,7 +307,6 @@ def test_cli_measure_and_missing_tools(gcc_images, tmp_path):
 
 
 @kernel
-@pytest.mark.slow
 def test_pipeline_measures_the_series_end_to_end(gcc_images, tmp_path):
     """``sizewatch run --measure`` on the real series (gcc-12, the allocator vmlinux, built once and
     cached): every vmlinux build is booted and measured, stored with the build, and the report

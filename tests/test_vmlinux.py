@@ -370,9 +370,11 @@ def test_vmlinux_without_symbols_is_a_failed_build_in_one_line(tmp_path):
 @pytest.mark.timeout(3600)
 def test_vmlinux_that_does_not_link_is_one_line(tmp_path):
     """A patch that compiles but does not link (a call to a function nobody defines): the vmlinux
-    build fails with the linker's own line naming the symbol, under each compiler's linker."""
+    build fails with the linker's own line naming the symbol, under each compiler's linker. The
+    build dir is the shared one: put back (linked again at the commit it held) however this ends,
+    and the failed result is kept under tmp_path, not in the shared cache."""
     from buildtrees import commit_on, edit
-    from kernel_images import allocator_vmlinux
+    from kernel_images import allocator_vmlinux, put_back
     from toolchains.build import BuildOptions, build_commit
     from toolchains.kbuild import preset
     for tc in TOOLCHAINS:
@@ -382,13 +384,21 @@ def test_vmlinux_that_does_not_link_is_one_line(tmp_path):
         text = edit(tree, base, "mm/page_alloc.c", anchor,
                     "extern void sizewatch_no_such_function(void);\n" + anchor + "\tsizewatch_no_such_function();\n")
         sha = commit_on(tree, base, {"mm/page_alloc.c": text}, "call a function nobody defines")
-        b = build_commit(tree, sha, tc, ["vmlinux"], preset("allocator"),
-                         BuildOptions(reports=False, jobs=2, timeout=1800))
+        with put_back(tree, tc, tmp_path, images.shas[-1]):
+            b = build_commit(tree, sha, tc, ["vmlinux"], preset("allocator"),
+                             BuildOptions(reports=False, jobs=2, timeout=1800, out_root=tmp_path / "unlinked"))
         r = b.targets[0]
         assert r.status == "failed" and r.path is None, (tc, r.status)
         assert r.errors and all("\n" not in e for e in r.errors), r.errors
         assert "sizewatch_no_such_function" in r.errors[0] and \
             ("undefined reference" in r.errors[0] or "undefined symbol" in r.errors[0]), (tc, r.errors)
+        from toolchains import buildstate
+        from toolchains.build import layout
+        from toolchains.git import git
+        lay = layout(tree, tc, preset("allocator"), BuildOptions())
+        back = buildstate.synced(lay.build_dir)           # linked again, not at the commit that does not link
+        assert back not in (None, sha) and git(lay.worktree, "rev-parse", "HEAD").strip() == back, (tc, back)
+        assert (lay.build_dir / "vmlinux").is_file()
 
 
 @pytest.mark.kernel

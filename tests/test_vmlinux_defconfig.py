@@ -1,7 +1,7 @@
 """The defconfig vmlinux per patch (issue 13): the configuration users ship, opt-in.
 
 A first defconfig vmlinux is ~21-23 min per toolchain with -j2 on a 2-core machine, so this test
-is not part of ``make test`` (setup.cfg's addopts deselect the ``defconfig`` marker); run it with
+is not part of ``make test`` (tests/conftest.py deselects it unless ``-m`` names ``defconfig``); run it with
 ``pytest -m defconfig tests/test_vmlinux_defconfig.py``. After the first build each patch is
 kbuild's incremental make in the persistent build dir (~50 s). ``bench/vmlinux_bench.py
 --defconfig`` times it beside make by hand.

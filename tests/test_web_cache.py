@@ -312,13 +312,26 @@ def test_two_servers_several_workers_agree_after_a_write(small_store, compile_c)
     assert not any("Traceback" in e for e in errs), errs
 
 
+RENDERED = re.compile(r"page rendered: (\S+) key (\w+) \((claimed|waited ([\d.]+) s for another render|no page cache)\) "
+                      r"in (\d+) ms")
+
+
 def test_readers_of_a_new_page_wait_for_one_render(small_store):
     """A mail goes out: many readers at once ask two servers (two workers each) for the same page no
     one has rendered yet. One request renders it; the others get its bytes (waited for, or from the
-    cache): the same body and ETag for all."""
+    cache): the same body and ETag for all.
+
+    The renders are counted in the servers' own log (``--log-level info``: a line per render and why),
+    not inferred from timing: every ``miss`` answer is a logged render, exactly one render per page
+    claimed it, and any other render is one the log shows waiting the whole WAIT_FOR_RENDER first
+    (a loaded machine may take that long to render; a reader that did not wait would be the bug).
+    A second claim is only right after the first render outlived its claim (CLAIM_SECONDS)."""
     from concurrent.futures import ThreadPoolExecutor
-    servers = [start_server(small_store, "--workers", "2", "--threads", "4"),
-               start_server(small_store, "--workers", "2", "--threads", "4")]
+    from web.cache import WAIT_FOR_RENDER
+    from web.pagecache import CLAIM_SECONDS
+    servers = [start_server(small_store, "--workers", "2", "--threads", "4", "--log-level", "info"),
+               start_server(small_store, "--workers", "2", "--threads", "4", "--log-level", "info")]
+    states = {}
     try:
         for round_ in range(3):
             url = f"/commit/{C}?target=herd{round_}.o"        # a new page each round
@@ -326,11 +339,19 @@ def test_readers_of_a_new_page_wait_for_one_render(small_store):
                 got = list(pool.map(lambda i: fetch(servers[i % 2][1] + url), range(16)))
             assert {st for st, _, _ in got} == {200}
             assert len({body for _, _, body in got}) == 1 and len({h["ETag"] for _, h, _ in got}) == 1
-            states = [h["X-Sizewatch-Cache"] for _, h, _ in got]
-            assert states.count("miss") == 1 and set(states) <= {"miss", "waited", "hit"}, states
+            states[url] = [h["X-Sizewatch-Cache"] for _, h, _ in got]
+            assert set(states[url]) <= {"miss", "waited", "hit"}, states[url]
     finally:
         errs = [stop(p) for p, _ in servers]
     assert not any("Traceback" in e for e in errs), errs
+    renders = [m for e in errs for m in RENDERED.finditer(e)]
+    for url, seen in states.items():
+        mine = [m for m in renders if m[1] == url]
+        assert len(mine) == seen.count("miss") >= 1, (url, seen, [m[0] for m in mine])
+        claimed = [m for m in mine if m[3] == "claimed"]
+        assert len(claimed) == 1 or max(int(m[5]) for m in claimed) > CLAIM_SECONDS * 1000, [m[0] for m in mine]
+        for m in mine:
+            assert m[3] == "claimed" or float(m[4]) >= WAIT_FOR_RENDER - 0.1, m[0]     # gave up only after the wait
 
 
 def test_serve_reports_a_busy_port_in_one_line(small_store):

@@ -282,29 +282,23 @@ def test_text_in_any_number_column_is_marked_not_a_500(store_path, tmp_path):
 
 
 def test_a_real_server_answers_with_the_headers_and_400s(store_path, tmp_path):
-    """``sizewatch serve`` on 127.0.0.1: the same answers through the production server (gunicorn)."""
+    """``sizewatch serve`` on 127.0.0.1: the same answers through the production server (gunicorn).
+    ``--port 0``: the server binds a port the kernel picks and prints it (no port picked here and
+    released for another process to take before the server binds it)."""
     import os
-    import socket
+    import re
     import subprocess
-    import time
     import urllib.error
     import urllib.request
     from conftest import sizewatch_cmd
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", str(store_path), "--port", str(port)],
+    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", str(store_path), "--host", "127.0.0.1", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                r = urllib.request.urlopen(base + "/", timeout=5)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr and proc.stderr.read()
-                time.sleep(0.2)
+        line = proc.stderr.readline()            # the banner, printed once gunicorn is ready
+        m = re.search(r"on (http://127\.0\.0\.1:\d+)/", line)
+        assert m, f"sizewatch serve did not start: {line}"
+        base = m[1]
+        r = urllib.request.urlopen(base + "/", timeout=30)
         assert r.status == 200 and r.headers["X-Frame-Options"] == "DENY"
         assert "script-src 'self'" in r.headers["Content-Security-Policy"]
         for url, want in (("/api/series/99999999999999999999", 400), ("/commit/..%2f..%2fetc%2fpasswd", 404)):

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +33,7 @@ from flask import Flask, Response, current_app, g, request
 from db.store import Store
 from web import context
 
+log = logging.getLogger("sizewatch.web")
 # endpoint -> the stamp of the rows under it
 STAMPS: dict[str, Callable[[Store, dict], tuple]] = {}
 for _ep in ("index.page", "index.api", "function.page", "function.api"):
@@ -116,12 +119,15 @@ def _before() -> Response | None:
         return None
     hit = cache.get(key)
     if hit is None and not cache.claim(key):              # being rendered by another request: wait for it
+        t0 = time.monotonic()
         hit = cache.wait(key, WAIT_FOR_RENDER)
+        g.page_waited = time.monotonic() - t0
         state = "waited"
     else:
         state = "hit"
     if hit is None:
         g.page_claimed = state == "hit"                    # ours to release once rendered (or failed)
+        g.page_started = time.monotonic()
         return None
     g.page_key = None
     return _page_headers(_from_gzip(*hit, state=state), key)
@@ -132,6 +138,7 @@ def _after(resp: Response) -> Response:
     cache = current_app.extensions["sizewatch.pages"]
     try:
         if key is not None and resp.status_code == 200 and "Content-Encoding" not in resp.headers:
+            _log_render(key)
             body = gzip.compress(resp.get_data(), PAGE_LEVEL)
             if cache is not None:
                 cache.put(key, resp.content_type, body)
@@ -140,6 +147,21 @@ def _after(resp: Response) -> Response:
     finally:
         if key is not None and cache is not None and g.pop("page_claimed", False):
             cache.release(key)
+
+
+def _log_render(key: str) -> None:
+    """One line per page rendered (``sizewatch serve --log-level info``), saying why this request
+    rendered it: it claimed the key, or it waited for another request's render in vain."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    took = (time.monotonic() - g.page_started) * 1000 if "page_started" in g else 0.0
+    if g.get("page_claimed"):
+        why = "claimed"
+    elif "page_waited" in g:
+        why = f"waited {g.page_waited:.1f} s for another render"
+    else:
+        why = "no page cache"
+    log.info("page rendered: %s key %s (%s) in %.0f ms", request.full_path.rstrip("?"), key, why, took)
 
 
 _STATIC_GZ: dict[tuple, bytes] = {}       # (path, etag) of a static file -> its gzip body

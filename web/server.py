@@ -64,8 +64,11 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(settings: WebSettings, host: str, port: int, threads: int, workers: int | None = None) -> None:
-    """Serve until interrupted (Ctrl-C or SIGTERM: the workers finish the requests they hold)."""
+def serve(settings: WebSettings, host: str, port: int, threads: int, workers: int | None = None,
+          log_level: str = "warning") -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM: the workers finish the requests they hold).
+    ``log_level`` is sizewatch's own (gunicorn's stays at warnings): info adds a line on stderr per
+    page rendered and why (web.cache)."""
     from gunicorn.app.base import BaseApplication
 
     open_store(settings.db, read_only=True).close()   # migrations applied once here, not by every worker
@@ -90,7 +93,7 @@ def serve(settings: WebSettings, host: str, port: int, threads: int, workers: in
             """In each worker, after the fork: its own store connections, page cache handle and heap."""
             from web.app import create_app
             from web.heap import freeze_startup_heap
-            logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+            logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
             app = create_app(settings)
             freeze_startup_heap(app)
             return app
