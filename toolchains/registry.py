@@ -20,8 +20,14 @@ def sort_key(name: str) -> tuple:
     return (fam != "gcc", fam, int(ver) if ver.isdigit() else 0, name)
 
 
+ARCHES = ("x86_64", "arm64")          # kbuild ARCH= values a registry entry can build for
+
+
 @dataclass(frozen=True)
 class Toolchain:
+    """One compiler building for one architecture: the entry's top level is x86_64 (native); an
+    ``[arch.arm64]`` table gives the cross compiler's packages, kbuild variables and driver
+    (Debian's gcc-N-aarch64-linux-gnu; clang is multi-target and needs only ARCH=arm64)."""
     name: str
     family: str                      # "gcc" or "clang"
     packages: tuple[str, ...]        # Debian packages that provide it
@@ -29,6 +35,8 @@ class Toolchain:
     compiler: str                    # the compiler driver binary
     version_command: tuple[str, ...]
     suite: str = "bookworm"          # the Debian suite that ships it (clang-22: bookworm-security)
+    arch: str = "x86_64"             # what this entry builds for
+    arches: tuple[str, ...] = ("x86_64",)   # every arch the registry entry builds for
 
     @property
     def installed(self) -> bool:
@@ -45,14 +53,25 @@ class Toolchain:
         return out.splitlines()[0].strip() if out else "unknown"
 
 
-def load(name: str) -> Toolchain:
+def load(name: str, arch: str = "x86_64") -> Toolchain:
+    """The registry entry ``name`` building for ``arch`` (a one-line error for an unknown name, an
+    unknown arch, or an arch this compiler is not packaged for)."""
     path = REGISTRY_DIR / f"{name}.toml"
     if not path.exists():
         known = ", ".join(t.name for t in all_toolchains())
         raise BuildError(f"unknown toolchain {name!r} (known: {known})")
+    if arch not in ARCHES:
+        raise BuildError(f"unknown arch {arch!r} (known: {', '.join(ARCHES)})")
     d = tomllib.loads(path.read_text())
-    return Toolchain(d["name"], d["family"], tuple(d["packages"]), dict(d["make_vars"]),
-                     d["compiler"], tuple(d["version_command"]), d.get("suite", "bookworm"))
+    cross = d.get("arch", {})
+    arches = ("x86_64", *sorted(a for a in cross if a in ARCHES))
+    top = d
+    if arch != "x86_64":
+        if arch not in cross:
+            raise BuildError(f"toolchain {name} does not build {arch} here (it builds: {', '.join(arches)})")
+        top = {**d, **cross[arch]}
+    return Toolchain(d["name"], d["family"], tuple(top["packages"]), dict(top["make_vars"]),
+                     top["compiler"], tuple(top["version_command"]), d.get("suite", "bookworm"), arch, arches)
 
 
 def all_toolchains() -> list[Toolchain]:
