@@ -100,10 +100,10 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
                 raise InputError("--measure: measures a built vmlinux: add vmlinux to --targets")
         builds = pipeline.build_all
         if queue_url is not None:
-            from ci.queue.coordinator import QueuedBuilds, given_store
+            from ci.queue.coordinator import QueuedBuilds
             if attempts < 1:
                 raise InputError("--attempts must be 1 or more")
-            builds = QueuedBuilds(queue_url, attempts=attempts, store=given_store(db))
+            builds = QueuedBuilds(queue_url, attempts=attempts)
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
                                          split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
