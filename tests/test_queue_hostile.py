@@ -160,15 +160,22 @@ def test_queue_status_prints_forged_text_as_one_clean_line(redis, tmp_path):
     job = q.enqueue_call("x.y", description=forged, job_id="forged")
     q.remove(job)
     FailedJobRegistry(queue=q).add(job, ttl=600)
+    conn = redis.client()                 # forged workers: one RQ cannot parse, one with escapes in its name
+    for name, fields in (("rq:worker:bad-date", {"last_heartbeat": "garbage", "birth": "x"}),
+                         ("rq:worker:w\x07\nFORGED-W", {"state": "busy\x1b[2J\nFORGED-S", "current_job": "j\x07"})):
+        conn.sadd("rq:workers", name)
+        conn.sadd("rq:workers:sizewatch:gcc-12", name)
+        conn.hset(name, mapping={"queues": "sizewatch:gcc-12", "state": "idle", **fields})
     Result.create_failure(job, 600, "Traceback\nboom\x07\x1b]0;owned\x07 now\n", worker_name="w\x1b[1m\nx")
     p = subprocess.run([*sizewatch_cmd(), "queue", "status", "--redis", redis.url], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
     assert not any(c in p.stdout for c in CONTROL + "\r"), repr(p.stdout)
-    line = [ln for ln in p.stdout.splitlines() if "FORGED" in ln]
+    line = [ln for ln in p.stdout.splitlines() if "FORGED on host" in ln]
     assert line == ["  gcc-12 abc running: gcc-12 FORGED on host since now [2J: boom ]0;owned now  "
                     "(forged, last worker ?)"], p.stdout
     assert "running:\n  none" in p.stdout                     # the forged "running:" made no section
+    assert "workers:\n  w FORGED-W  [gcc-12]  busy [2J FORGED-S  done 0, failed 0\n\n" in p.stdout, p.stdout
     st = status(redis)
     assert st["parked"][0]["description"] == "gcc-12 abc running: gcc-12 FORGED on host since now [2J"
 

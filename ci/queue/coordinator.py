@@ -28,7 +28,7 @@ from ci.pipeline.measure import Measure
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
 from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
-from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args
+from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args, workers
 from db.store import Store
 from toolchains.kbuild import Config
 from toolchains.mca import DEFAULT_MCPU
@@ -193,9 +193,8 @@ class Run:
                 self.requeue(jid, f"ended ({status}) without a stored result")
 
     def note_idle(self) -> None:
-        from rq.worker import Worker
         for tc in sorted({j.toolchain for j in self.pending.values()}):
-            if not Worker.all(queue=self.queues[tc]):
+            if not workers(self.conn, self.queues[tc]):
                 self.progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
                               f"--toolchains {tc} with $SIZEWATCH_REDIS and $SIZEWATCH_DB set); waiting")
 

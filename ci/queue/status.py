@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from ci.bot.mailbox import clean_text
 from ci.queue.coordinator import last_error
 from ci.queue.names import PREFIX, QueueError, connect, shown, toolchain_of
-from ci.queue.wire import SERIALIZER, SafeJob
+from ci.queue.wire import SERIALIZER, SafeJob, workers
 
 MAX_SHOWN = 300                      # characters of one field from Redis
 
@@ -75,7 +75,6 @@ def queue_status(redis_url: str) -> QueueStatus:
     from redis.exceptions import RedisError
     from rq import Queue
     from rq.registry import FailedJobRegistry, StartedJobRegistry
-    from rq.worker import Worker
     conn = connect(redis_url)
     out = QueueStatus(shown(redis_url))
 
@@ -107,7 +106,7 @@ def queue_status(redis_url: str) -> QueueStatus:
                 if job is not None:
                     out.parked.append(JobRow(_clean(jid), _clean(job.description or ""), _clean(q.name),
                                              _clean(job.worker_name), _iso(job.ended_at), _clean(last_error(job))))
-        for w in sorted(Worker.all(connection=conn), key=lambda w: w.name):
+        for w in sorted(workers(conn), key=lambda w: w.name):
             names = [n for n in w.queue_names() if n.startswith(PREFIX)]
             if not names:
                 continue

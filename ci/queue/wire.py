@@ -214,3 +214,22 @@ class SafeJob(Job):
 
     def send_webhooks(self, status, *, exc_string: str | None = None) -> None:
         """Never: a job's webhook URLs are whatever was written into Redis."""
+
+
+def workers(connection, queue=None) -> list:
+    """RQ's registered workers (of ``queue``, else all) that can be read: an entry RQ cannot parse (a
+    forged date in a stranger's ``rq:worker:*`` hash) is skipped, where ``Worker.all`` would raise."""
+    from redis.exceptions import RedisError
+    from rq import worker_registration
+    from rq.worker import Worker
+    out = []
+    for key in sorted(worker_registration.get_keys(queue=queue, connection=connection)):
+        try:
+            w = Worker.find_by_key(key, connection=connection, job_class=SafeJob, serializer=SERIALIZER)
+        except RedisError:
+            raise
+        except Exception:                  # noqa: BLE001 - whatever RQ makes of a damaged entry: not shown
+            continue
+        if w is not None:
+            out.append(w)
+    return out
