@@ -215,13 +215,16 @@ TEMPLATE = os.environ.get("SIZEWATCH_QUEUE_BENCH_TEMPLATE", "")
 WRITES_KEY = "sizewatch-bench:writes"
 
 
-def synthetic_execute(job, store: str, version: str) -> float:
+def synthetic_execute(job: dict, store: str, version: str) -> float:
     """The simulation's job: sleep for the build's (compressed) duration, then write a real build's
     rows for this key as a worker does (one transaction, a duplicate keeps the first). Returns the
-    store write's seconds."""
+    store write's seconds. ``job`` is the JSON a queued job carries (ci.queue.wire), ``store`` the
+    store's identity; the worker's own store is written."""
     from dataclasses import replace
     from db.models import BuildRecord, ConfigInfo
-    from ci.queue.jobs import open_existing
+    from ci.queue.jobs import WorkerSettings, open_existing
+    from ci.queue.wire import job_from_dict
+    job = job_from_dict(job)
     with open(TEMPLATE, "rb") as f:
         tmpl = pickle.load(f)
     time.sleep(float(job.mcpu.split("@", 1)[1]))           # the duration travels in the job
@@ -231,7 +234,7 @@ def synthetic_execute(job, store: str, version: str) -> float:
                       findings=list(tmpl["findings"]), analysis_version=tmpl["analysis_version"],
                       tree_path=job.tree_path)
     t0 = time.perf_counter()
-    with open_existing(store) as st:
+    with open_existing(WorkerSettings.store) as st:
         st.record_build(rec, replace=False)
     took = time.perf_counter() - t0
     from redis import Redis
@@ -358,11 +361,15 @@ def bench_sim(workers: int, series: int, coordinators: int, compress: float, dur
 def start_sim_workers(n: int, toolchains: list[str], redis_url: str, db: Path, env: dict, logdir: Path) -> list:
     # each worker holds all 8 toolchains, as one machine with the whole matrix installed would; the
     # synthetic toolchains are not in the registry, so the worker is started from Python, not the CLI
+    # the synthetic function is allowed in these workers' own processes only (ci.queue.wire.SafeJob)
     code = ("import sys; from ci.queue import worker as w; from ci.queue.jobs import WorkerSettings; "
-            "from ci.queue.names import connect, queue_name; from rq import Queue; "
+            "from ci.queue.names import connect, queue_name; from ci.queue.wire import SERIALIZER, SafeJob; "
+            "from rq import Queue; SafeJob.allowed = SafeJob.allowed | {'queue_bench.synthetic_execute'}; "
             "WorkerSettings.store = sys.argv[2]; conn = connect(sys.argv[1]); "
-            "qs = [Queue(queue_name(t), connection=conn) for t in sys.argv[3].split(',')]; "
-            "w._worker_class()(qs, connection=conn, job_monitoring_interval=30).work(logging_level='WARNING')")
+            "qs = [Queue(queue_name(t), connection=conn, job_class=SafeJob, serializer=SERIALIZER) "
+            "for t in sys.argv[3].split(',')]; "
+            "w._worker_class()(qs, connection=conn, job_monitoring_interval=30, job_class=SafeJob, "
+            "serializer=SERIALIZER).work(logging_level='WARNING')")
     procs = []
     for i in range(n):
         log = open(logdir / f"sim-worker{i}.log", "w")

@@ -120,8 +120,8 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
         with open_store(db) as store, instance_lock(store):
             builds = None
             if queue_url:
-                from ci.queue.coordinator import QueuedBuilds, given_store
-                builds = QueuedBuilds(queue_url, attempts=max(attempts, 1), store=given_store(db))
+                from ci.queue.coordinator import QueuedBuilds
+                builds = QueuedBuilds(queue_url, attempts=max(attempts, 1))
             bot = Bot(store, policy, transport, checks_dir=checks, builds=builds)
             stop = {"now": False}
 

@@ -9,27 +9,46 @@ redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_REDIS", re
                             help="the queue's Redis (redis://HOST:PORT/DB; default $SIZEWATCH_REDIS)")
 
 
+def _no_password_in_argv(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A Redis URL with a password is taken from $SIZEWATCH_REDIS, never from the command line (ps shows it)."""
+    from click.core import ParameterSource
+    from db.dialect import has_password, redact
+    if value and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE and has_password(value):
+        raise click.BadParameter(f"{redact(value)}: a password on the command line shows in ps; "
+                                 "give the URL in $SIZEWATCH_REDIS")
+    return value
+
+
+worker_redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_REDIS", required=True, metavar="URL",
+                                   callback=_no_password_in_argv,
+                                   help="the queue's Redis (redis://HOST:PORT/DB; default $SIZEWATCH_REDIS, "
+                                        "which is where a URL with a password goes)")
+
+
 @click.command("worker")
 @click.option("--toolchains", required=True, help="the toolchains this worker holds (comma-separated)")
-@redis_option
-@click.option("--db", envvar="SIZEWATCH_DB", required=True, metavar="STORE",
-              help="the store results are written to: the coordinator's (a file path, or a URL; default $SIZEWATCH_DB)")
+@worker_redis_option
+@click.option("--db", default=None, metavar="STORE",
+              help="the store results are written to, the coordinator's: a file path or a URL without a password "
+                   "(default $SIZEWATCH_DB, which is where a URL with a password goes)")
+@click.option("--db-file", default=None, metavar="PATH",
+              help="read the store's URL from the first line of PATH, a file only its owner may read (mode 0600)")
 @click.option("--heartbeat", default=30, show_default=True, metavar="S",
               help="heartbeat interval: a worker silent for 2*S+5 s is taken as dead and its job run elsewhere")
 @click.option("--burst", is_flag=True, help="stop when the queues are empty")
 @click.option("--name", default=None, help="worker name (default HOST.PID)")
 @click.option("--store-retries", default=8, show_default=True, metavar="N",
               help="an unavailable store is tried again N times (1, 2, 4 ... 30 s apart) before the job fails")
-def worker_cmd(toolchains: str, redis_url: str, db: str, heartbeat: int, burst: bool, name: str | None,
-               store_retries: int) -> None:
+def worker_cmd(toolchains: str, redis_url: str, db: str | None, db_file: str | None, heartbeat: int, burst: bool,
+               name: str | None, store_retries: int) -> None:
     """Build jobs from the queues of TOOLCHAINS and write the results into the store.
 
     Each job (a commit under one toolchain) runs in its own process; SIGTERM lets the job under way
     finish, a second SIGTERM stops at once (the job is then run again by another worker)."""
-    from ci.queue.worker import run_worker
+    from ci.queue.worker import run_worker, store_from
     with one_line_errors():
-        run_worker(split(toolchains), redis_url, db, heartbeat=heartbeat, burst=burst, name=name,
-                   store_retries=store_retries)
+        run_worker(split(toolchains), redis_url, store_from(db, db_file), heartbeat=heartbeat, burst=burst,
+                   name=name, store_retries=store_retries)
 
 
 @click.group("queue")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -26,20 +26,87 @@ def is_url(db: object) -> bool:
     return isinstance(db, str) and db.startswith(URL_SCHEMES)
 
 
+# libpq takes a password from a URL's userinfo, from a query parameter (``password=``, also spelled
+# with percent-escapes: ``%70assword=``; ``sslpassword=`` for the client key) and from a keyword/value
+# string; any parameter whose name says pass/secret/token is treated as one, whatever libpq makes of it
+_SECRET_NAME = re.compile(r"pass|secret|token", re.I)
+_KEYWORD_SECRET = re.compile(r"([A-Za-z_]*(?:pass|secret|token)[A-Za-z_]*\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", re.I)
+MASK = "***"
+
+
+def _userinfo_end(rest: str) -> int:
+    """Where a URL's userinfo ends (the index of its '@' in ``rest``, the URL after ``scheme://``), -1
+    without one. Two readers disagree and both count: libpq ends it at the first '@' before any '/'
+    (a password may hold '?' or '#'), urllib at the last '@' of the host part (one may hold '/')."""
+    libpq = re.match(r"[^@/]*@", rest)
+    host_part = re.split(r"[?#]", rest, maxsplit=1)[0]
+    return max(libpq.end() - 1 if libpq else -1, host_part.rfind("@"))
+
+
+def _parts(url: str) -> tuple[str, str, str, str, list[str]] | None:
+    """(scheme://, user, password or None, host/path, query parameters) of a URL, read as text with
+    libpq's rules; None for a string that is no URL."""
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)$", url, re.S)
+    if not m:
+        return None
+    scheme, rest = m.groups()
+    end = _userinfo_end(rest)
+    user, password = "", None
+    if end >= 0:
+        user, sep, pw = rest[:end].partition(":")
+        password = pw if sep else None
+        rest = rest[end + 1:]
+    where, sep, query = rest.partition("?")
+    return scheme, user, password, where, (query.split("&") if sep else [])
+
+
+def _secret_param(param: str) -> bool:
+    return _SECRET_NAME.search(unquote(param.partition("=")[0])) is not None
+
+
 def redact(url: str) -> str:
-    """The URL without its password: what messages, logs and cache file names may show. Never
-    raises: a URL urllib cannot parse (a bad port, a broken IPv6 host) has its password masked
-    textually."""
-    try:
-        parts = urlsplit(url)
-        parts.port                       # noqa: B018 - raises ValueError for a port that is no number
-    except ValueError:
-        return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The URL without any password: what messages, logs and the names of cache files may show. The
+    userinfo's password is dropped (``user@host``), a password-like query parameter's value shown as
+    ``***``; a keyword/value string (``host=h password=x``) has its value masked. Read as text with
+    libpq's rules, so it never raises and a URL urllib cannot parse is masked all the same."""
+    parts = _parts(url)
+    if parts is None:
+        return _KEYWORD_SECRET.sub(lambda m: m.group(1) + MASK, url)
+    scheme, user, password, where, params = parts
+    userinfo = f"{user}@" if user else f":{MASK}@" if password is not None else ""
+    shown = [(p.partition("=")[0] + "=" + MASK if "=" in p else MASK) if _secret_param(p) else p for p in params]
+    return scheme + userinfo + where + ("?" + "&".join(shown) if params else "")
+
+
+def secrets(url: str) -> list[str]:
+    """Every spelling of every password in ``url`` (as written and percent-decoded), longest first:
+    what must not appear in a message quoting it (libpq quotes a token it cannot decode)."""
+    found: list[str] = []
+    parts = _parts(url)
+    if parts is None:
+        found += [m.group(2).strip("'") for m in _KEYWORD_SECRET.finditer(url)]
+    else:
+        _, _, password, _, params = parts
+        if password:
+            found.append(password)
+        for p in params:
+            if _secret_param(p):
+                found.append(p.partition("=")[2] if "=" in p else p)
+    found += [unquote(s) for s in found]
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
+def has_password(url: str) -> bool:
+    """Whether ``url`` carries a password in any form ``redact`` masks."""
+    return bool(secrets(url))
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a message about ``url``) with the URL redacted and every spelling of its passwords masked."""
+    text = text.replace(url, redact(url))
+    for s in secrets(url):
+        text = text.replace(s, MASK)
+    return text
 
 
 # functions the store's queries use that PostgreSQL lacks (created with schema_migrations, db.migrate)

@@ -35,13 +35,14 @@ def _psycopg():
 
 
 def _error(e: Exception, where: str, url: str | None = None) -> StoreError:
-    """One line for a psycopg error: the server's own message, the URL without its password (libpq
-    quotes the whole connection URI, password and all, when it cannot parse it: ``url`` is masked)."""
+    """One line for a psycopg error: the server's own message, without the password. libpq quotes
+    what it cannot parse: the whole URI, or the one token (``invalid percent-encoded token:
+    "Sekr%zz3t"``), so every spelling of every password in ``url`` is masked (``dialect.scrub``)."""
     psycopg = _psycopg()
     diag = getattr(e, "diag", None)
     msg = (getattr(diag, "message_primary", None) or str(e) or type(e).__name__).strip().splitlines()[0]
     if url:
-        msg = msg.replace(url, where)
+        msg = dialect.scrub(msg.replace(url, where), url)
     if isinstance(e, psycopg.OperationalError) and not isinstance(e, psycopg.errors.QueryCanceled):
         return StoreUnavailable(f"{where}: {msg}")
     return StoreError(f"{where}: {msg}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -55,13 +56,14 @@ def default_path() -> Path | str:
 def beside(where: str | os.PathLike, suffix: str) -> Path:
     """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``, the bot's
     ``-series``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
-    put them beside, ``<cache>/postgresql/<user@host_port_dbname><suffix>`` (the URL without its
-    password; characters other than letters, digits, '.', '-', '@' as '_')."""
+    put them beside, ``<cache>/postgresql/pg-<hash><suffix>``, the hash of the URL without its password
+    (``dialect.redact``): no part of the URL is in the name, so no spelling of a password the masking
+    might miss can be either, and the same database given with another password shares the files."""
     if _dialect.is_url(str(where)):
-        import re
+        import hashlib
         from toolchains.source import cache_dir
-        name = re.sub(r"[^A-Za-z0-9.@-]", "_", _dialect.redact(str(where)).split("://", 1)[1])[:200]
-        return cache_dir() / "postgresql" / (name + suffix)
+        digest = hashlib.sha256(_dialect.redact(str(where)).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+        return cache_dir() / "postgresql" / (f"pg-{digest}" + suffix)
     where = Path(where)
     return where.with_name(where.name + suffix)
 
@@ -81,6 +83,9 @@ def open_store(path: str | os.PathLike | None = None, upto: int | None = None,
     where = path if path else default_path()
     if _dialect.is_url(str(where)):
         return PgStore(str(where), upto=upto, read_only=read_only)
+    if _dialect.has_password(str(where)):        # libpq's "host=h password=x": would name an sqlite file
+        raise StoreError(f"{_dialect.redact(str(where))}: not a store: a PostgreSQL store is named by a "
+                         "postgresql:// URL, an sqlite one by a file path")
     return SqliteStore(Path(where), upto=upto, read_only=read_only)
 
 
@@ -321,6 +326,11 @@ class Store(ABC):
     def change_stamp(self, commit: str | None = None, series: int | None = None) -> tuple:
         """The change counters under a page (db.changes): of the commit ``commit`` names and its
         parent, of series ``series``, else of the whole store. Equal stamps, equal pages."""
+
+    @abstractmethod
+    def identity(self) -> str:
+        """The store's own name, secret-free: its random ``store_id`` (migration 0012). A queued job
+        names its store by it rather than by a URL that may carry a password (ci.queue.wire)."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -1432,6 +1442,12 @@ class SqliteStore(Store):
             return _changes.series_stamp(conn, series)
         return _changes.store_stamp(conn)
 
+    def identity(self) -> str:
+        row = self._conn().execute("SELECT n FROM change_counters WHERE scope = 'store_id'").fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: the store has no store_id (damaged: sizewatch db check)")
+        return f"store-{int(row[0]):x}"
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
@@ -1457,7 +1473,9 @@ class PgStore(SqliteStore):
         try:                                 # a URL psycopg would refuse with a traceback: one line here
             urlsplit(url).port
         except ValueError as e:
-            raise StoreError(f"{self.path}: not a usable PostgreSQL URL: {e}") from None
+            # urllib quotes what it could not read, which may be a piece of a password ('u:ab#cd@h')
+            why = re.sub(r"'[^']*'", "'...'", _dialect.scrub(str(e), url))
+            raise StoreError(f"{self.path}: not a usable PostgreSQL URL: {why}") from None
         self.read_only = read_only
         self._local = threading.local()
         self._bot = SqliteBotStore(self)

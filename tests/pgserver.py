@@ -78,6 +78,23 @@ class PgServer:
         self.admin(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
         return f"{self.url}/{name}"
 
+    def password_database(self, user: str, password: str) -> str:
+        """A new, empty database owned by ``user``, who must log in with ``password`` (scram-sha-256 for
+        that role only: the other tests keep trust); its URL without the password."""
+        import time
+        if user not in getattr(self, "_roles", set()):
+            hba = self.data / "pg_hba.conf"
+            hba.write_text(f"host all {user} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            self.admin(f"CREATE ROLE \"{user}\" LOGIN PASSWORD '{password}'")
+            self.admin("SELECT pg_reload_conf()")
+            time.sleep(0.5)                           # the postmaster rereads pg_hba.conf on SIGHUP
+            self._roles = getattr(self, "_roles", set()) | {user}
+        else:
+            self.admin(f"ALTER ROLE \"{user}\" PASSWORD '{password}'")
+        name = f"t{os.getpid()}_{next(self._n)}"
+        self.admin(f'CREATE DATABASE "{name}" OWNER "{user}"')
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{name}"
+
     def drop(self, url: str) -> None:
         self.admin(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 

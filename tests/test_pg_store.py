@@ -459,3 +459,97 @@ def test_a_url_urllib_cannot_parse_is_one_line_without_its_password(url):
         p = subprocess.run([*sizewatch_cmd(), *args, "--db", url], capture_output=True, text=True, timeout=60)
         assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and "secret" not in p.stderr, p.stderr
+
+
+# --- passwords (issue 27): never in a message, a banner or a file name ----------------------------
+
+PW = "Sekr3tPW"
+PASSWORD_FORMS = [
+    "postgresql://u:Sekr3tPW@h:5/db", "postgresql://u@h:5/db?password=Sekr3tPW",
+    "postgresql://u@h/db?sslmode=require&password=Sekr3tPW&application_name=x",
+    "postgresql://u@h/db?%70assword=Sekr3tPW", "postgresql://u@h/db?PASSWORD=Sekr3tPW",
+    "postgresql://u@h/db?sslpassword=Sekr3tPW", "postgresql://u@h/db?passwordSekr3tPW",
+    "postgresql://u:Sekr%zz3tPW@h/db", "postgresql://u:ab#Sekr3tPW@h/db", "postgresql://u:ab/Sekr3tPW@h:5/db",
+    "postgresql://u:a?Sekr3tPW@h/db", "postgresql://:Sekr3tPW@h/db", "postgres://u:Sekr3tPW@[::1/db",
+    "postgresql://u:Sekr3tPW@h:xx/db", "host=h password=Sekr3tPW dbname=d", "host=h password = 'Sekr3t PW' dbname=d",
+]
+
+
+@pytest.mark.parametrize("url", PASSWORD_FORMS)
+def test_every_spelling_of_a_password_is_masked(url):
+    from db.store import beside
+    assert "Sekr" not in dialect.redact(url) and dialect.has_password(url), dialect.redact(url)
+    quoted = " ".join(f'"{s}"' for s in dialect.secrets(url))       # as libpq quotes a token it cannot read
+    assert "Sekr" not in dialect.scrub(f"bad URI {url}: {quoted}", url)
+    if dialect.is_url(url):
+        name = beside(url, ".pages").name
+        assert "Sekr" not in name and re.fullmatch(r"pg-[0-9a-f]{20}\.pages", name), name
+    else:                      # libpq's keyword/value string is no store name (it would be an sqlite file's)
+        with pytest.raises(StoreError, match="not a store: a PostgreSQL store is named by a postgresql:// URL") as e:
+            open_store(url)
+        assert "Sekr" not in str(e.value)
+
+
+def test_redact_keeps_what_is_not_secret():
+    assert dialect.redact("postgresql://u:secret@h:5/db") == "postgresql://u@h:5/db"
+    assert dialect.redact("postgresql://u@h/db?sslmode=require&password=x") == \
+        "postgresql://u@h/db?sslmode=require&password=***"
+    assert dialect.redact("postgresql://h/db?application_name=me@x") == "postgresql://h/db?application_name=me@x"
+    assert not dialect.has_password("postgresql://u@h/db?sslmode=require") and dialect.secrets("store.db") == []
+    from db.store import beside
+    # one database, whatever password it is given with: one page cache
+    assert beside("postgresql://u:a@h/db", ".pages") == beside("postgresql://u:b@h/db", ".pages") \
+        != beside("postgresql://u@h/other", ".pages")
+
+
+@pytest.mark.parametrize("tail", ["u:Sekr%zz3tPW@{h}/d", "u@{h}/d?password=Sekr%zz3tPW", "u@{h}/d?%70assword=Sekr%zz3tPW",
+                                  "u@{h}/d?passwordSekr3tPW", "u@{h}/d?sslpassword=Sekr%zz3tPW",
+                                  "u:ab#Sekr3tPW@h:xx/d", "u:Sekr3tPW@h:99999/d"])
+def test_libpq_quoting_a_password_is_masked(pg_server, tail):
+    """libpq quotes a token it cannot decode (``invalid percent-encoded token: "Sekr%zz3tPW"``), urllib a
+    port it cannot read: every command says one line without the password."""
+    url = "postgresql://" + tail.format(h=f"127.0.0.1:{pg_server.port}")
+    for args in (["history", "f"], ["db", "check"], ["report", "1"]):
+        p = sw(*args, "--db", url)
+        one_line_error(p)
+        assert "Sekr" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_wrong_password_is_one_line_without_either(pg_server):
+    url = pg_server.password_database("swpg", PW)
+    ok = url.replace("swpg@", f"swpg:{PW}@")
+    with open_store(ok) as st:                            # the right one opens, in either spelling
+        assert st.identity().startswith("store-")
+    with open_store(f"{url}?password={PW}", read_only=True) as st:
+        assert st.identity().startswith("store-")
+    p = sw("history", "f", env={"SIZEWATCH_DB": f"{url}?password=wrong{PW}"})
+    one_line_error(p, "password authentication failed", "password=***")
+    assert PW not in p.stderr and "wrong" not in p.stderr
+
+
+def test_serve_banner_and_page_cache_hold_no_password(pg_server, tmp_path):
+    import os
+    import time
+    import urllib.request
+    url = pg_server.password_database("swweb", PW)
+    open_store(f"{url}?password={PW}").close()
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--db", f"{url}?password={PW}", "--host", "127.0.0.1",
+                             "--port", "0", "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "SIZEWATCH_CACHE": str(cache)})
+    try:
+        banner = proc.stderr.readline()
+        m = re.search(r"on (http://127\.0\.0\.1:\d+)/", banner)
+        assert m and f"serving {url}?password=*** on" in banner and PW not in banner, banner
+        with urllib.request.urlopen(m[1] + "/", timeout=60) as r:
+            assert r.status == 200
+        deadline = time.monotonic() + 30
+        while not list(cache.rglob("*.pages*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        names = [str(p.relative_to(cache)) for p in cache.rglob("*")]
+        assert any(n.endswith(".pages") for n in names), names          # the page cache is there ...
+        assert not any("Sekr" in n or "password" in n or "swweb" in n for n in names), names   # ... by a hash
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert PW not in err

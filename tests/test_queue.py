@@ -46,13 +46,16 @@ class Workers:
         self.tmp, self.redis, self.db, self.env = tmp, redis, db, {**os.environ, **(env or {})}
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, n: int = 1, toolchains: str = FAKE_TCS, db: Path | None = None, **env: str) -> list[subprocess.Popen]:
+    def start(self, n: int = 1, toolchains: str = FAKE_TCS, db: Path | None = None, store_args: list | None = None,
+              **env: str) -> list[subprocess.Popen]:
+        """``n`` workers on ``--db DB`` (a file), or on ``store_args`` (``[]``: $SIZEWATCH_DB in ``env``)."""
         out = []
+        store = ["--db", str(db or self.db)] if store_args is None else [str(a) for a in store_args]
         for _ in range(n):
             i = len(self.procs)
             log = open(self.tmp / f"worker{i}.log", "w")
             p = subprocess.Popen([*sizewatch_cmd(), "worker", "--toolchains", toolchains, "--redis", self.redis.url,
-                                  "--db", str(db or self.db), "--heartbeat", HEARTBEAT, "--store-retries", "6"],
+                                  *store, "--heartbeat", HEARTBEAT, "--store-retries", "6"],
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env={**self.env, **env})
             log.close()

@@ -76,11 +76,16 @@ def shas(store_path):
         return [ser.base_sha] + [p.commit_sha for p in ser.patches]
 
 
-def get_json(client, path: str):
-    r = client.get(path)
+def get_json(client, path: str, headers: dict | None = None):
+    r = client.get(path, headers=headers)
     assert r.status_code == 200, (path, r.data[:300])
     assert r.content_type.startswith("application/json")
     return r.get_json()
+
+
+def job_json(client, jid) -> dict:
+    """A started job's JSON: for the token's holder only (its argv names the tree and the store)."""
+    return get_json(client, f"/api/jobs/{jid}", headers={"Authorization": f"Bearer {TOKEN}"})
 
 
 def get_html(client, path: str) -> str:
@@ -420,7 +425,7 @@ def test_rerun_starts_the_pipeline(client, app, shas):
     assert f"{shas[1]}..{sha}" in job["argv"]
     deadline = time.monotonic() + 600
     while True:
-        st = get_json(client, f"/api/jobs/{job['id']}")
+        st = job_json(client, job["id"])
         if st["state"] != "running" or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -429,6 +434,14 @@ def test_rerun_starts_the_pipeline(client, app, shas):
     assert f"=== {sha[:12]} " in st["log"]                                # and its report
     page = get_html(client, f"/jobs/{job['id']}")
     assert "done" in page and "already stored" in page
+    # the job's JSON (argv: the tree's and the store's paths) answers the token's holder only
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-Sizewatch-Token": TOKEN[:-1]}):
+        r = client.get(f"/api/jobs/{job['id']}", headers=headers)
+        assert r.status_code == 403 and "a valid token" in r.get_json()["error"], (headers, r.data[:200])
+        assert "argv" not in r.get_data(as_text=True) and str(db) not in r.get_data(as_text=True)
+    assert client.get(f"/api/jobs/{job['id']}", headers={"X-Sizewatch-Token": TOKEN}).status_code == 200
+    r = client.get("/api/jobs/99999", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 404 and "no job 99999" in r.get_json()["error"]
     # an unknown toolchain is refused before anything starts
     r = client.post(f"/commit/{sha}/rerun", data={"token": TOKEN, "toolchains": "gcc-99"})
     assert r.status_code == 400 and b"unknown toolchain" in r.data
@@ -462,7 +475,7 @@ BAD = [
     ("/api/?series=1.5", 400, "series"),
     ("/?tree=a%20b", 400, "tree"),
     ("/jobs/99", 404, "no job 99"),
-    ("/api/jobs/99", 404, "no job 99"),
+    ("/api/jobs/99", 403, "a valid token"),
     ("/build/999999/log", 404, "no build 999999"),
     ("/no/such/page", 404, "nothing at"),
     ("/static/vendor/other.js", 404, "no vendored file"),

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from test_web import TOKEN, copy_store, get_html, get_json
+from test_web import TOKEN, copy_store, get_html, job_json
 
 pytestmark = pytest.mark.kernel
 
@@ -43,7 +43,7 @@ def test_function_page_bisects(setup):
     assert r.status_code == 303 and r.headers["Location"].startswith("/jobs/")
     jid = r.headers["Location"].rsplit("/", 1)[1]
     deadline = time.monotonic() + 600
-    while (st := get_json(client, f"/api/jobs/{jid}"))["state"] == "running" and time.monotonic() < deadline:
+    while (st := job_json(client, jid))["state"] == "running" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert st["state"] == "done", st["log"][-2000:]
     assert f"\n{p1} " in st["log"] and "has an out-of-line copy" in st["log"]
@@ -56,7 +56,7 @@ def test_function_page_bisects(setup):
     argv = r.get_json()["job"]["argv"]
     assert r.status_code == 202 and argv[argv.index("--target") + 1] == "mm/page_alloc.o"
     jid = r.get_json()["job"]["id"]
-    while (st := get_json(client, f"/api/jobs/{jid}"))["state"] == "running" and time.monotonic() < deadline:
+    while (st := job_json(client, jid))["state"] == "running" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert st["state"] == "done" and f"\n{p2} " in st["log"] and "grew by at least 100 bytes" in st["log"]
 

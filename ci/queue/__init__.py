@@ -5,6 +5,6 @@ worker with ``ci.pipeline.run.run_job``, the code path ``build_all`` uses in-pro
 straight into the store (one transaction per build). The store is the source of truth: the
 coordinator (``coordinator``) waits on the store, not on RQ's results, re-enqueues what the queue
 lost, and reports jobs parked after their attempts. ``names`` (connections, queue and job names),
-``jobs`` (what runs in a worker), ``worker`` (``sizewatch worker``), ``status`` (``sizewatch queue
+``wire`` (jobs as JSON, and the job class that runs ``jobs.execute`` only), ``jobs`` (what runs in a worker), ``worker`` (``sizewatch worker``), ``status`` (``sizewatch queue
 status``).
 """

@@ -22,12 +22,13 @@ from typing import Callable
 
 from redis.exceptions import ConnectionError as RedisConnectionError, RedisError, TimeoutError as RedisTimeoutError
 
+from ci.bot.mailbox import clean_text
 from ci.pipeline import builder
 from ci.pipeline.measure import Measure
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
-from ci.queue.jobs import store_key
 from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
+from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args, workers
 from db.store import Store
 from toolchains.kbuild import Config
 from toolchains.mca import DEFAULT_MCPU
@@ -38,20 +39,6 @@ RESULT_TTL = 24 * 3600
 ACTIVE = ("queued", "started", "scheduled", "deferred")
 
 
-def store_url(store: Store) -> str:
-    """How workers name the coordinator's store: its URL, or its file's real path (the command line
-    gives ``QueuedBuilds.store`` the URL it opened the store with, see ``given_store``)."""
-    url = getattr(store, "url", None)
-    return str(url) if url else store_key(str(store.path))
-
-
-def given_store(db: str | None) -> str | None:
-    """The store URL a command was given (``--db``, else $SIZEWATCH_DB), None for a file."""
-    import os
-    url = db or os.environ.get("SIZEWATCH_DB")
-    return url if url and "://" in url else None
-
-
 def last_error(job) -> str:
     """The last line of a failed job's error, or what RQ says about it."""
     try:
@@ -60,7 +47,7 @@ def last_error(job) -> str:
     except Exception:                  # noqa: BLE001 - an unreadable result is no reason to stop
         text = ""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "failed on every attempt"
+    return clean_text(lines[-1])[:300] if lines else "failed on every attempt"     # from Redis: maybe forged
 
 
 JOB_MARGIN = 900              # s past the build's own limit: waiting for the build dir, analysis, store retries
@@ -83,9 +70,8 @@ class QueuedBuilds:
     attempts: int = 3
     job_timeout: int = 3600
     poll: float = 0.5
-    store: str | None = None          # the store workers write to (default: the coordinator's own)
     redis_wait: float = 300.0         # Redis unreachable this long while waiting: give up
-    function: str = "ci.queue.jobs.execute"   # what workers run (bench/queue_bench.py: a synthetic job)
+    function: str = FUNCTION          # what workers run (bench/queue_bench.py: a synthetic job its workers allow)
 
     def __post_init__(self) -> None:
         connect(self.redis_url)       # a bad URL or an unreachable Redis fails before any work
@@ -114,9 +100,10 @@ class Run:
         from toolchains.build import toolchain_info
         self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
         self.conn = connect(cfg.redis_url)
-        self.target_store = cfg.store or store_url(store)
+        self.identity = store.identity()          # what the jobs name their store by: no URL, no password
         self.versions = versions or {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
-        self.queues = {tc: Queue(queue_name(tc), connection=self.conn) for tc in self.versions}
+        self.queues = {tc: Queue(queue_name(tc), connection=self.conn, job_class=SafeJob, serializer=SERIALIZER)
+                       for tc in self.versions}
         self.pending = {job_id(j, self.versions[j.toolchain]): j for j in jobs}
         self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
                                                                    self.versions[j.toolchain])}
@@ -126,15 +113,14 @@ class Run:
     def enqueue(self, jid: str, job: BuildJob) -> None:
         from rq import Retry
         self.queues[job.toolchain].enqueue_call(
-            self.cfg.function, args=(job, self.target_store, self.versions[job.toolchain]), job_id=jid,
+            self.cfg.function, args=job_args(job, self.identity, self.versions[job.toolchain]), job_id=jid,
             timeout=job_timeout(self.cfg.job_timeout, job), result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
             retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
 
     def job(self, jid: str):
         from rq.exceptions import NoSuchJobError
-        from rq.job import Job
         try:
-            return Job.fetch(jid, connection=self.conn)
+            return SafeJob.fetch(jid, connection=self.conn, serializer=SERIALIZER)
         except NoSuchJobError:
             return None
 
@@ -207,11 +193,10 @@ class Run:
                 self.requeue(jid, f"ended ({status}) without a stored result")
 
     def note_idle(self) -> None:
-        from rq.worker import Worker
         for tc in sorted({j.toolchain for j in self.pending.values()}):
-            if not Worker.all(queue=self.queues[tc]):
+            if not workers(self.conn, self.queues[tc]):
                 self.progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
-                              f"--toolchains {tc} --redis URL --db STORE); waiting")
+                              f"--toolchains {tc} with $SIZEWATCH_REDIS and $SIZEWATCH_DB set); waiting")
 
     def finish(self, jid: str) -> None:
         """Count a job the store now holds and print its line (as the in-process run prints it)."""

@@ -10,7 +10,11 @@ the faults a worker meets:
   finished build stays in memory and its objects in the cache, and the write is retried with a
   bounded back-off before the job fails (and is retried by RQ, then parked);
 - the job was made by a coordinator reading another store than the one this worker writes: it
-  fails with that said, instead of the coordinator waiting for a result that never comes.
+  fails with that said, instead of the coordinator waiting for a result that never comes. Stores are
+  told apart by their identity (``Store.identity``), never by a URL: a job carries no store URL.
+
+What RQ hands ``execute`` was checked by ``ci.queue.wire.SafeJob`` before the call and is read again
+here (``job_from_dict``): plain JSON, never a pickle.
 """
 from __future__ import annotations
 
@@ -23,7 +27,9 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ci.pipeline.run import BuildJob, build_job, missing_targets, store_job
-from ci.queue.names import QueueError, shown
+from ci.queue.names import QueueError
+from ci.queue.wire import BadPayload, job_from_dict
+from db.dialect import redact
 from db.errors import StoreError
 from db.store import Store, open_store
 
@@ -33,16 +39,9 @@ KILL_ENV = "SIZEWATCH_QUEUE_KILL_AT"   # test hook: a commit prefix whose jobs S
 
 class WorkerSettings:
     """Set by ``ci.queue.worker`` before the worker forks its horses (inherited by them)."""
-    store: str | None = None
+    store: str | None = None               # the store URL or path, from the worker's env or file, never argv
     store_retries: int = 8                 # writes tried again this many times...
     store_retry_delay: float = 1.0         # ... after 1, 2, 4 ... s (at most 30 s apart)
-
-
-def store_key(url_or_path: str) -> str:
-    """One spelling of a store: a URL as given, a file by its real path."""
-    if "://" in url_or_path:
-        return url_or_path.rstrip("/")
-    return str(Path(url_or_path).expanduser().resolve())
 
 
 def open_existing(url_or_path: str) -> Store:
@@ -77,22 +76,36 @@ def _crash_point(job: BuildJob) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def execute(job: BuildJob, store: str, version: str) -> str:
-    """Build, analyze and store ``job`` unless the store holds it already; returns its progress line.
+def execute(job: dict, store: str, version: str) -> str:
+    """Build, analyze and store ``job`` (``wire.job_to_dict``'s data) unless the store holds it already;
+    returns its progress line.
 
-    ``store`` and ``version`` are what the coordinator waits on: a worker writing elsewhere, or
-    holding another version of the compiler, would store a result it never sees, so it refuses."""
+    ``store`` (the coordinator's store identity) and ``version`` are what the coordinator waits on: a
+    worker writing elsewhere, or holding another version of the compiler, would store a result it never
+    sees, so it refuses."""
     from toolchains.build import toolchain_info
-    mine = WorkerSettings.store or store
-    if store_key(mine) != store_key(store):
-        raise QueueError(f"this worker writes to {shown(mine)}, the job's coordinator reads {shown(store)}")
-    here = toolchain_info(job.toolchain)[1]
+    try:
+        build = job_from_dict(job)
+    except BadPayload as e:
+        raise QueueError(f"refused: {e}") from None
+    mine = WorkerSettings.store
+    if mine is None:
+        raise QueueError("this process is no sizewatch worker (no store configured)")
+    what = f"{build.commit.sha[:12]} {build.toolchain}"
+
+    def todo_in(st: Store) -> list[str]:
+        here = st.identity()
+        if here != store:
+            raise QueueError(f"this worker writes to {redact(mine)} ({here}), the job's coordinator reads {store}")
+        return missing_targets(st, build)
+
+    here = toolchain_info(build.toolchain)[1]
     if here != version:
-        raise QueueError(f"{job.toolchain} here is {here}, the coordinator wants {version}")
-    _crash_point(job)
-    todo = with_store(mine, lambda st: missing_targets(st, job), f"{job.commit.sha[:12]} {job.toolchain}")
+        raise QueueError(f"{build.toolchain} here is {here}, the coordinator wants {version}")
+    _crash_point(build)
+    todo = with_store(mine, todo_in, what)
     if not todo:
-        return f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: already stored"
-    job = replace(job, targets=tuple(todo))
-    done = build_job(job)
-    return with_store(mine, lambda st: store_job(st, job, done), f"{job.commit.sha[:12]} {job.toolchain}")
+        return f"{build.toolchain:9} {build.commit.sha[:12]} {' '.join(build.targets)}: already stored"
+    build = replace(build, targets=tuple(todo))
+    done = build_job(build)
+    return with_store(mine, lambda st: store_job(st, build, done), what)

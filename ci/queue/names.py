@@ -9,10 +9,10 @@ coordinators, name one job, and a status line says which build it is.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import TYPE_CHECKING
 
 from analyzer.errors import SizewatchError
+from db.dialect import redact
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -41,9 +41,9 @@ def connect(url: str) -> "Redis":
 
 
 def shown(url: str) -> str:
-    """A URL fit to print: a password in it replaced by *** (the store's masking, as the store's
-    messages print it)."""
-    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
+    """A URL fit to print: without its password in any spelling (the store's masking, ``db.dialect.redact``;
+    redis-py takes ``?password=`` too)."""
+    return redact(url)
 
 
 def queue_name(toolchain: str) -> str:

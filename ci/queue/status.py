@@ -3,13 +3,26 @@
 Per toolchain queue: jobs waiting, running and parked; the workers with the toolchains they listen
 for, their state and current job; the running jobs with their worker and start; the parked jobs
 (failed on every attempt, see ``ci.queue.coordinator``) with their attempts and last error.
+
+Everything shown comes from Redis, which anyone able to write to it may have forged (a description
+carrying newlines and terminal escapes would print status lines of its own): every string is cleaned
+of control characters (``ci.bot.mailbox.clean_text``) and bounded, in the text and in the JSON.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ci.bot.mailbox import clean_text
 from ci.queue.coordinator import last_error
 from ci.queue.names import PREFIX, QueueError, connect, shown, toolchain_of
+from ci.queue.wire import SERIALIZER, SafeJob, workers
+
+MAX_SHOWN = 300                      # characters of one field from Redis
+
+
+def _clean(v: object) -> str | None:
+    """A value read from Redis, fit for one line of a terminal (None stays None)."""
+    return None if v is None else clean_text(str(v))[:MAX_SHOWN]
 
 
 @dataclass
@@ -61,32 +74,45 @@ def _iso(d) -> str | None:
 def queue_status(redis_url: str) -> QueueStatus:
     from redis.exceptions import RedisError
     from rq import Queue
-    from rq.job import Job
     from rq.registry import FailedJobRegistry, StartedJobRegistry
-    from rq.worker import Worker
     conn = connect(redis_url)
     out = QueueStatus(shown(redis_url))
+
+    def fetch(jid: str):
+        """The job, or None when it is gone or its entry cannot be read (a forged date, no data)."""
+        if not SafeJob.exists(jid, connection=conn):
+            return None
+        try:
+            return SafeJob.fetch(jid, connection=conn, serializer=SERIALIZER)
+        except RedisError:
+            raise
+        except Exception:              # noqa: BLE001 - whatever RQ makes of a damaged entry: not shown
+            return None
+
     try:
-        queues = sorted((q for q in Queue.all(connection=conn) if q.name.startswith(PREFIX)), key=lambda q: q.name)
+        queues = sorted((q for q in Queue.all(connection=conn, job_class=SafeJob, serializer=SERIALIZER)
+                         if q.name.startswith(PREFIX)), key=lambda q: q.name)
         for q in queues:
             started, failed = StartedJobRegistry(queue=q), FailedJobRegistry(queue=q)
-            out.queues.append(QueueRow(q.name, toolchain_of(q.name) or "", q.count, started.count, failed.count))
+            out.queues.append(QueueRow(_clean(q.name), _clean(toolchain_of(q.name) or ""), q.count, started.count,
+                                       failed.count))
             for jid in started.get_job_ids():
-                job = Job.fetch(jid, connection=conn) if Job.exists(jid, connection=conn) else None
+                job = fetch(jid)
                 if job is not None:
-                    out.running.append(JobRow(jid, job.description or "", q.name, job.worker_name, _iso(job.started_at)))
+                    out.running.append(JobRow(_clean(jid), _clean(job.description or ""), _clean(q.name),
+                                              _clean(job.worker_name), _iso(job.started_at)))
             for jid in failed.get_job_ids():
-                job = Job.fetch(jid, connection=conn) if Job.exists(jid, connection=conn) else None
+                job = fetch(jid)
                 if job is not None:
-                    out.parked.append(JobRow(jid, job.description or "", q.name, job.worker_name, _iso(job.ended_at),
-                                             last_error(job)))
-        for w in sorted(Worker.all(connection=conn), key=lambda w: w.name):
+                    out.parked.append(JobRow(_clean(jid), _clean(job.description or ""), _clean(q.name),
+                                             _clean(job.worker_name), _iso(job.ended_at), _clean(last_error(job))))
+        for w in sorted(workers(conn), key=lambda w: w.name):
             names = [n for n in w.queue_names() if n.startswith(PREFIX)]
             if not names:
                 continue
-            out.workers.append(WorkerRow(w.name, sorted(toolchain_of(n) or n for n in names), w.get_state(),
-                                         w.get_current_job_id(), _iso(w.last_heartbeat),
-                                         w.successful_job_count, w.failed_job_count))
+            out.workers.append(WorkerRow(_clean(w.name), sorted(_clean(toolchain_of(n) or n) for n in names),
+                                         _clean(w.get_state()), _clean(w.get_current_job_id()),
+                                         _iso(w.last_heartbeat), w.successful_job_count, w.failed_job_count))
     except RedisError as e:
         raise QueueError(f"{shown(redis_url)}: {e}") from None
     return out
@@ -121,7 +147,7 @@ def unpark(redis_url: str, ids: list[str], every: bool = False) -> list[str]:
     from rq.registry import FailedJobRegistry
     conn = connect(redis_url)
     done = []
-    for q in Queue.all(connection=conn):
+    for q in Queue.all(connection=conn, job_class=SafeJob, serializer=SERIALIZER):
         if not q.name.startswith(PREFIX):
             continue
         reg = FailedJobRegistry(queue=q)

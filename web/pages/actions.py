@@ -1,6 +1,7 @@
 """Actions that start work: re-run the pipeline for a commit, bisect a function's change. Read-only unless the server was given
 a token (``sizewatch serve --token/--token-file`` or ``$SIZEWATCH_TOKEN``); a request without the
-right token gets 403.
+right token gets 403, and so does a request for a job's JSON (``/api/jobs/N``: its argv names the tree
+and the store) without it.
 
 The token travels as ``Authorization: Bearer <token>``, an ``X-Sizewatch-Token`` header, or the
 ``token`` field of the page's form. A re-run starts ``sizewatch run <parent>..<sha>`` against the
@@ -163,5 +164,8 @@ def job_page(jid: int):
 
 @bp.get("/api/jobs/<int:jid>")
 def job_api(jid: int):
+    """A job's state, its argv (the tree's and the store's paths) and its log: for the holder of the
+    token that may start jobs, checked before the id is looked up (no answer says which jobs exist)."""
+    check_token()
     job = _job(jid)
     return jsonify({**job.to_dict(), "log": job.output()})
