@@ -5,6 +5,7 @@ the kernel's bloat-o-meter running the cross nm (``-p aarch64-linux-gnu-``)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -276,3 +277,208 @@ def test_sizediff_matches_bloat_o_meter_with_the_cross_nm(arm_pairs, sizediff, b
     (_, g1, _), (_, c1, _) = arm_pairs
     out = assert_same_as_oracle(sizediff, bloat_o_meter, g1, c1, "-p", PREFIX, *mode)
     assert out.startswith("add/remove: ")
+
+
+# --- likely paths ----------------------------------------------------------------------------
+
+_A64_FUNC = re.compile(r"^([0-9a-f]+) <(.+)>:$")
+_A64_SECTION = re.compile(r"^Disassembly of section (\S+):$")
+_A64_LINE = re.compile(r"^\s*([0-9a-f]+):\t(\S+)\s*(.*?)(?:\t([0-9a-f]+): (R_AARCH64_\w+)\t(\S+))?$")
+_A64_ALIASES = {("b.hs", "b.cs"), ("b.lo", "b.cc")}
+
+
+class A64Objdump:
+    """``aarch64-linux-gnu-objdump -dr -w`` of one file: per section, instructions and relocations."""
+
+    def __init__(self, path):
+        out = subprocess.run([PREFIX + "objdump", "-dr", "-w", "--no-show-raw-insn", str(path)],
+                             capture_output=True, text=True, check=True).stdout
+        self.insns: dict[str, dict[int, tuple[str, str]]] = {}
+        self.order: dict[str, list[int]] = {}
+        self.relocs: dict[str, dict[int, tuple[str, str]]] = {}
+        self.funcs: dict[str, tuple[str, int]] = {}
+        sec = ""
+        for line in out.splitlines():
+            if m := _A64_SECTION.match(line):
+                sec = m.group(1)
+                self.insns[sec], self.order[sec], self.relocs[sec] = {}, [], {}
+            elif m := _A64_FUNC.match(line):
+                self.funcs[m.group(2)] = (sec, int(m.group(1), 16))
+            elif m := _A64_LINE.match(line):
+                addr = int(m.group(1), 16)
+                self.insns[sec][addr] = (m.group(2), m.group(3).split("//")[0].strip())
+                self.order[sec].append(addr)
+                if m.group(5):
+                    self.relocs[sec][int(m.group(4), 16)] = (m.group(5), m.group(6))
+
+    def next_addr(self, sec: str, addr: int) -> int | None:
+        order = self.order[sec]
+        i = order.index(addr)
+        return order[i + 1] if i + 1 < len(order) else None
+
+    def branch_target(self, sec: str, addr: int) -> str:
+        """The called symbol: the CALL26/JUMP26 relocation at the instruction (a section symbol +
+        addend: the function there, by objdump's own labels), else objdump's <name>."""
+        r = self.relocs[sec].get(addr)
+        if r is not None:
+            name, _, add = r[1].partition("+")
+            if name in self.insns:         # a section symbol
+                off = int(add or "0", 16)
+                return next(f for f, (s, a) in sorted(self.funcs.items(), key=lambda kv: -kv[1][1])
+                            if s == name and a <= off)
+            return name
+        m = re.search(r"<([^+>]+)>", self.insns[sec][addr][1])
+        return m.group(1) if m else ""
+
+
+def check_against_a64_objdump(path, dump: A64Objdump) -> None:
+    """Every instruction on our path is objdump's at that address (same mnemonic), each step is
+    objdump's next instruction or its printed branch target, every call's target is the relocation
+    (or the resolved immediate) objdump prints, and the path ends on what objdump shows."""
+    sec = path.section
+    listing = dump.insns[sec]
+    calls = {c.address: c for c in path.calls}
+    for k, ins in enumerate(path.instructions):
+        assert ins.address in listing, f"{path.function}: {ins.address:#x} is not an instruction for objdump"
+        mnem, ops = listing[ins.address]
+        assert ins.mnemonic == mnem or (ins.mnemonic, mnem) in _A64_ALIASES, (path.function, hex(ins.address))
+        assert ins.size == 4
+        if ins.kind in ("call", "tail") and not calls[ins.address].target.startswith("*"):
+            assert calls[ins.address].target == dump.branch_target(sec, ins.address), (path.function, hex(ins.address))
+        if k + 1 < len(path.instructions):
+            step = path.instructions[k + 1].address
+            if ins.kind == "jmp" or ins.taken:
+                m = re.search(r"([0-9a-f]+) <[^>]+>$", ops)
+                assert m and int(m.group(1), 16) == step, (path.function, hex(ins.address), ops, hex(step))
+            else:
+                assert step == dump.next_addr(sec, ins.address), (path.function, hex(ins.address))
+    last = listing[path.instructions[-1].address][0]
+    assert {"ret": last in ("ret", "retaa", "retab"), "tail": last in ("b", "br"), "trap": last in ("brk", "udf"),
+            "switch": last == "br", "cold": last == "b"}.get(path.end, True), (path.function, path.end, last)
+    mnems = [listing[i.address][0] for i in path.instructions]
+    assert mnems.count("bl") == len([c for c in path.calls if c.kind == "call"])
+    indirect = [listing[c.address][0] for c in path.calls if c.kind == "indirect"]
+    assert set(indirect) <= {"blr", "br"} and indirect.count("blr") == mnems.count("blr")
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("flags", ["plain", "kernel"])
+def test_likely_paths_known_by_construction(a64, cc, flags):
+    from analyzer.likely_path import likely_path
+    obj = a64(cc, FIXTURES / "likely_path.c", *(KERNEL_FLAGS if flags == "kernel" else ()),
+              name=f"a64-likely-{cc}-{flags}.o")
+    dump = A64Objdump(obj)
+    p = likely_path(str(obj), "lp_expect")
+    assert [c.target for c in p.calls] == ["fast_step"] and p.end == "ret"
+    assert p.branches == 1 and "slow_report" not in {i.target for i in p.instructions}
+    assert p.frame == 16          # stp x29, x30, [sp, #-16]!
+    p2 = likely_path(str(obj), "lp_two_sides")
+    assert [c.target for c in p2.calls] == ["fast_step"] and p2.end == "ret"
+    # clang saves x19 in the prologue; gcc only on the unlikely side (shrink-wrapped)
+    assert p2.pushes == (["x19"] if cc == "clang-19" else [])
+    p3 = likely_path(str(obj), "lp_cold_call")
+    assert p3.calls == [] and p3.end == "ret"
+    p4 = likely_path(str(obj), "lp_tail")
+    assert [(c.target, c.kind) for c in p4.calls] == [("fast_step", "tail")] and p4.end == "tail"
+    for q in (p, p2, p3, p4):
+        check_against_a64_objdump(q, dump)
+        assert q.bytes == 4 * q.insns and q.lines
+        assert q.lines == sorted({a // 64 * 64 for i in q.instructions for a in range(i.address, i.address + 4)})
+    if flags == "kernel":         # pac-ret: signed on entry, authenticated before the ret
+        assert "paciasp" in [i.mnemonic for i in p.instructions] and p.instructions[-2].mnemonic == "autiasp"
+
+
+BUG_C = """
+extern int fast_step(int v);
+#define BUG() do { asm volatile("brk #0x800"); __builtin_unreachable(); } while (0)
+/* told the trap is likely: the compilers lay BUG()'s brk out as the fall-through */
+int lp_bug(int x)
+{
+	if (__builtin_expect(x < 0, 1))
+		BUG();
+	return fast_step(x) + 1;
+}
+extern void (*hook)(int);
+void lp_hook(int x) { hook(x); hook(x + 1); }
+"""
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_brk_is_never_the_likely_side_and_indirect_calls(a64, tmp_path, cc):
+    from analyzer.likely_path import likely_path
+    src = tmp_path / "bug.c"
+    src.write_text(BUG_C)
+    obj = a64(cc, src, *KERNEL_FLAGS, name=f"a64-bug-{cc}.o")
+    dump = A64Objdump(obj)
+    p = likely_path(str(obj), "lp_bug")
+    branch = next(i for i in p.instructions if i.kind == "jcc")
+    sec, start = dump.funcs["lp_bug"]
+    falls_into_brk = dump.insns[sec][dump.next_addr(sec, branch.address)][0] == "brk"
+    assert falls_into_brk or cc == "clang-19"     # gcc lays the "likely" brk out as the fall-through
+    assert branch.taken == falls_into_brk and p.end == "ret" and [c.target for c in p.calls] == ["fast_step"]
+    check_against_a64_objdump(p, dump)
+    h = likely_path(str(obj), "lp_hook")
+    assert [c.kind for c in h.calls] == ["indirect", "indirect"] and h.end == "tail"   # blr, then br
+    assert all(c.target.startswith("*x") for c in h.calls)
+    check_against_a64_objdump(h, dump)
+
+
+def test_a_jump_table_ends_the_path_without_a_call(a64, tmp_path):
+    """``adr`` to a label of the function, then ``br``: a switch's table, not an indirect tail call."""
+    from analyzer.hotpaths import HotPaths
+    from analyzer.likely_path import hot_likely_paths
+    n = 24
+    src = tmp_path / "switch.c"
+    src.write_text("".join(f"void e{i}(int);\n" for i in range(n)) + "int lp_switch(int x)\n{\n\tswitch (x) {\n"
+                   + "".join(f"\tcase {i}: e{i}(x + {3 * i}); break;\n" for i in range(n))
+                   + "\tdefault: return 3;\n\t}\n\treturn 0;\n}\n")
+    for cc in COMPILERS:
+        obj = a64(cc, src, *KERNEL_FLAGS, name=f"a64-switch-{cc}.o")
+        dump = A64Objdump(obj)
+        assert "adr" in [m for m, _ in dump.insns[".text"].values()]     # a table indeed
+        (path,) = hot_likely_paths(obj, HotPaths(["lp_switch"]))
+        check_against_a64_objdump(path, dump)
+        if cc == "gcc-12":       # gcc lays the default case (return 3) out as the fall-through
+            assert path.end == "ret" and path.calls == []
+        else:                    # clang falls through into the table
+            assert path.end == "switch" and path.calls == [] and path.instructions[-1].mnemonic == "br"
+            assert path.instructions[-1].kind == "switch"
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_likely_paths_in_a_linked_file(linked, cc):
+    from analyzer.likely_path import likely_path
+    exe = linked[("likely", cc)]
+    dump = A64Objdump(exe)
+    for f in ("lp_expect", "lp_two_sides", "lp_cold_call", "lp_tail"):
+        p = likely_path(str(exe), f)
+        assert p.linked and p.start == dump.funcs[f][1]
+        check_against_a64_objdump(p, dump)
+    assert [c.target for c in likely_path(str(exe), "lp_expect").calls] == ["fast_step"]
+    assert [(c.target, c.kind) for c in likely_path(str(exe), "lp_tail").calls] == [("fast_step", "tail")]
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_damaged_arm64_objects_give_input_errors(a64, tmp_path, cc):
+    import random
+
+    from analyzer.errors import SizewatchError
+    from analyzer.hotpaths import HotPaths
+    from analyzer.likely_path import hot_likely_paths
+    base = a64(cc, FIXTURES / "likely_path.c", *KERNEL_FLAGS, name=f"a64-likely-{cc}.o").read_bytes()
+    rng = random.Random(30)
+    outcomes = {"ok": 0, "refused": 0}
+    for n in range(150):
+        data = bytearray(base)
+        for _ in range(rng.choice([1, 2, 4, 8, 16])):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        mutant = tmp_path / f"m{n}.o"
+        mutant.write_bytes(data)
+        try:
+            hot_likely_paths(mutant, HotPaths(["lp_*"]))
+            analyze(mutant)
+            outcomes["ok"] += 1
+        except SizewatchError as e:
+            assert str(e).strip(), n
+            outcomes["refused"] += 1
+    assert outcomes["ok"] and outcomes["refused"], outcomes
