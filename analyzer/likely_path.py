@@ -101,6 +101,7 @@ class LikelyPath:
     calls: list[PathCall] = field(default_factory=list)
     pushes: list[str] = field(default_factory=list)   # callee-saved registers pushed
     frame: int = 0                  # bytes taken by `sub $N, %rsp` (pushes not included)
+    arch: str = "x86_64"            # the code's machine (analyzer.elf's name): "x86_64" | "aarch64"
 
     @property
     def insns(self) -> int:
@@ -519,7 +520,7 @@ class _Object:
                 continue
             pc = nxt
         return LikelyPath(name, sec.name, shown(fstart), size, not img.relocatable, insns, end, calls,
-                          pushes, frame)
+                          pushes, frame, "aarch64")
 
 
 def _image(path: str) -> ElfImage:

@@ -482,3 +482,27 @@ def test_damaged_arm64_objects_give_input_errors(a64, tmp_path, cc):
             assert str(e).strip(), n
             outcomes["refused"] += 1
     assert outcomes["ok"] and outcomes["refused"], outcomes
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_llvm_mca_estimates_arm64_paths(a64, cc):
+    """Each region's Total Cycles is what llvm-mca-19 prints for it with the aarch64 triple, every
+    path instruction modelled; ``inspect --cost`` without --mcpu takes the arm64 default CPU."""
+    from analyzer.likely_path import likely_path
+    from toolchains.mca import DEFAULT_MCPU_AARCH64, estimate, mca_source
+    obj = a64(cc, FIXTURES / "likely_path.c", *KERNEL_FLAGS, name=f"a64-likely-{cc}.o")
+    funcs = ("lp_expect", "lp_two_sides", "lp_cold_call", "lp_tail")
+    paths = [likely_path(str(obj), f) for f in funcs]
+    est = estimate(paths, "cortex-a76")
+    text = subprocess.run(["llvm-mca-19", "-mtriple=aarch64-unknown-linux-gnu", "-mcpu=cortex-a76", "-iterations=1",
+                           "--call-latency=100", "--skip-unsupported-instructions=any", "-"],
+                          input=mca_source(paths), capture_output=True, text=True, check=True).stdout
+    assert [int(x) for x in re.findall(r"^Total Cycles:\s+(\d+)$", text, re.M)] == [est[f].cycles for f in funcs]
+    assert [int(x) for x in re.findall(r"^Instructions:\s+(\d+)$", text, re.M)] == [p.insns for p in paths] \
+        == [est[f].modelled for f in funcs]
+    r = subprocess.run([sys.executable, "-m", "cli", "inspect", "--cost", "--json", "--function", "lp_expect",
+                        str(obj)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["functions"]
+    assert row["estimate"]["mcpu"] == DEFAULT_MCPU_AARCH64 and row["estimate"]["estimated_cycles"] > 100  # a call
+    assert [c["target"] for c in row["calls"]] == ["fast_step"] and row["end"] == "ret"
