@@ -13,7 +13,7 @@ import numpy as np
 
 from analyzer import declared as decl
 from analyzer.align import Placement, placement
-from analyzer.calls import CallGraph, address_references, call_graph
+from analyzer.calls import EM_AARCH64, EM_X86_64, CallGraph, address_references, call_graph
 from analyzer.clones import parse as parse_clone
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
 from analyzer.elf import STB_GLOBAL, STB_LOCAL, STB_WEAK, function_symbols, load_images, read_symtab
@@ -140,8 +140,8 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
     if len(images) != 1:
         raise InputError(f"{path}: archives are not supported here; analyze the member objects")
     img = images[0]
-    if img.machine != 62:
-        raise InputError(f"{path}: {img.machine_name} objects are not supported (x86-64 only)")
+    if img.machine not in (EM_X86_64, EM_AARCH64):
+        raise InputError(f"{path}: {img.machine_name} objects are not supported (x86-64 and aarch64 only)")
     table = read_symtab(img)
     if table is None:
         raise InputError(f"{path}: no symbol table (stripped file)")

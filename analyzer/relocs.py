@@ -25,7 +25,8 @@ SHT_RELA = 4
 SHT_REL = 9
 
 EM_X86_64 = 62
-# x86-64 relocation types: (width in bytes, pc-relative, signed)
+EM_AARCH64 = 183
+# x86-64 relocation types: (width in bytes, pc-relative)
 R_X86_64 = {
     0: None,            # R_X86_64_NONE
     1: (8, False),      # 64
@@ -38,6 +39,26 @@ R_X86_64 = {
 R_X86_64_NAMES = {1: "R_X86_64_64", 2: "R_X86_64_PC32", 4: "R_X86_64_PLT32", 10: "R_X86_64_32",
                   11: "R_X86_64_32S", 24: "R_X86_64_PC64", 9: "R_X86_64_GOTPCREL",
                   41: "R_X86_64_GOTPCRELX", 42: "R_X86_64_REX_GOTPCRELX"}
+# AArch64 data relocations (the ones debug sections use: gcc-12 and clang-19 emit ABS64 and ABS32
+# into .debug_*, PREL32 into .eh_frame): (width in bytes, pc-relative). ELF for the Arm 64-bit
+# Architecture, 5.7.6 "Static data relocations".
+R_AARCH64 = {
+    0: None,            # R_AARCH64_NONE
+    256: None,          # R_AARCH64_NONE (the withdrawn ELF32 number, still "none" to binutils)
+    257: (8, False),    # ABS64
+    258: (4, False),    # ABS32
+    259: (2, False),    # ABS16
+    260: (8, True),     # PREL64
+    261: (4, True),     # PREL32
+    262: (2, True),     # PREL16
+}
+R_AARCH64_NAMES = {257: "R_AARCH64_ABS64", 258: "R_AARCH64_ABS32", 259: "R_AARCH64_ABS16",
+                   260: "R_AARCH64_PREL64", 261: "R_AARCH64_PREL32", 262: "R_AARCH64_PREL16",
+                   275: "R_AARCH64_ADR_PREL_PG_HI21", 277: "R_AARCH64_ADD_ABS_LO12_NC",
+                   282: "R_AARCH64_JUMP26", 283: "R_AARCH64_CALL26", 311: "R_AARCH64_ADR_GOT_PAGE",
+                   312: "R_AARCH64_LD64_GOT_LO12_NC"}
+# per e_machine: (data relocation types, their names for messages)
+DATA_RELOCS = {EM_X86_64: (R_X86_64, R_X86_64_NAMES), EM_AARCH64: (R_AARCH64, R_AARCH64_NAMES)}
 
 SECTION_SHIFT = 32
 
@@ -125,29 +146,32 @@ def relocated_bytes(img: ElfImage, sec: Section, table: SymbolTable | None,
     rel = read_relocations(img, sec, len(table.entries))
     if rel is None or not len(rel.offset):
         return data
-    if img.machine != EM_X86_64:
-        raise InputError(f"{img.name}: applying relocations for {img.machine_name} is not supported (x86-64 only)")
+    if img.machine not in DATA_RELOCS:
+        raise InputError(f"{img.name}: applying relocations for {img.machine_name} is not supported "
+                         "(x86-64 and aarch64 only)")
+    types, type_names = DATA_RELOCS[img.machine]
     if symaddr is None:
         symaddr = symbol_addresses(img, table)
-    known = np.isin(rel.type, np.fromiter((k for k in R_X86_64), dtype=np.uint32))
+    known = np.isin(rel.type, np.fromiter((k for k in types), dtype=np.uint32))
     if not known.all():
         bad = int(rel.type[~known][0])
-        raise InputError(f"{img.name}: unknown relocation type {R_X86_64_NAMES.get(bad, bad)} in {sec.name}")
+        raise InputError(f"{img.name}: unknown relocation type {type_names.get(bad, bad)} in {sec.name}")
     # every patched field inside the section, checked unsigned (an offset of 2**63 or more
     # would turn negative as an index and patch from the end)
-    width = np.fromiter((R_X86_64[t][0] if R_X86_64.get(t) else 0 for t in range(max(R_X86_64) + 1)),
-                        dtype=np.uint64, count=max(R_X86_64) + 1)[rel.type]
+    top = max(types) + 1
+    width = np.fromiter((types[t][0] if types.get(t) else 0 for t in range(top)),
+                        dtype=np.uint64, count=top)[rel.type]
     patched = width > 0
     offs, size = rel.offset[patched], np.uint64(len(data))
     if bool(((offs >= size) | (offs + width[patched] > size)).any()):   # the first: no overflow below
         raise InputError(f"{img.name}: corrupt relocation in {sec.name} (offset past section end)")
     value = symaddr[rel.sym].astype(np.int64) + rel.addend
-    pcrel = np.isin(rel.type, np.array([2, 4, 24], dtype=np.uint32))
+    pcrel = np.isin(rel.type, np.array([t for t, v in types.items() if v and v[1]], dtype=np.uint32))
     value[pcrel] -= rel.offset[pcrel].astype(np.int64)
     buf = np.frombuffer(bytearray(data), dtype=np.uint8)
     uval = value.astype(np.uint64)
-    for width in (4, 8):
-        mask = np.isin(rel.type, np.array([t for t, v in R_X86_64.items() if v and v[0] == width],
+    for width in (2, 4, 8):
+        mask = np.isin(rel.type, np.array([t for t, v in types.items() if v and v[0] == width],
                                           dtype=np.uint32))
         if not mask.any():
             continue

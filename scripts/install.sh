@@ -11,6 +11,9 @@ APT_PACKAGES=(
   linux-source-6.1 linux-source-6.12
   # compilers of the default matrix (kbuild LLVM=-N needs lld and llvm alongside clang)
   gcc-11 gcc-12 clang-14 clang-16 clang-19 lld-14 lld-16 lld-19 llvm-14 llvm-16 llvm-19
+  # arm64 (issue 30): the cross gcc builds the arm64 test objects (clang-19 targets aarch64 itself),
+  # the cross binutils are their oracles (objdump -dr, readelf -r, nm for bloat-o-meter -p) and link them
+  gcc-12-aarch64-linux-gnu binutils-aarch64-linux-gnu
   # sandboxing of untrusted builds, optional compiler cache
   bubblewrap ccache
   # python; gcc + libdw-dev: the native DWARF reader (analyzer/dwarf/_libdw.c, built by pip through

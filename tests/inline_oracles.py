@@ -16,10 +16,15 @@ _HEADER = re.compile(r"^[0-9a-f]+ <(.+)>:$")
 _SECTION = re.compile(r"^Disassembly of section (\S+):$")
 
 
-def objdump_symbols(obj: Path) -> dict[str, list[tuple[int, int, str]]]:
+A64_OBJDUMP = "aarch64-linux-gnu-objdump"
+_INSN_A64 = re.compile(r"^\s*([0-9a-f]+):\s+[0-9a-f]{8}\s+(\S+)\s+(?:\S+, )*([0-9a-f]+) <([^>+]+)(\+0x[0-9a-f]+)?>")
+_RELOC_A64 = re.compile(r"^\s*([0-9a-f]+): (R_AARCH64_\w+)\s+(\S+)")
+
+
+def objdump_symbols(obj: Path, objdump: str = "objdump") -> dict[str, list[tuple[int, int, str]]]:
     """Function symbols per section from ``objdump -t``: (value, size, name)."""
     out: dict[str, list[tuple[int, int, str]]] = {}
-    for line in subprocess.run(["objdump", "-t", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
+    for line in subprocess.run([objdump, "-t", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
         m = re.match(r"^([0-9a-f]+) (.{7}) (\S+)\s+([0-9a-f]+) (\S+)$", line)
         if m and "F" in m.group(2):
             out.setdefault(m.group(3), []).append((int(m.group(1), 16), int(m.group(4), 16), m.group(5)))
@@ -65,6 +70,47 @@ def objdump_calls(obj: Path, insns: tuple[str, ...] = ("call",)) -> Counter:
                     target = name
         if m.group(2) != "call" and (target == caller or m.group(5)):
             continue            # a jump inside the function, not a tail call
+        if target and caller in funcs:
+            counts[(caller, target)] += 1
+    return counts
+
+
+def objdump_calls_a64(obj: Path, insns: tuple[str, ...] = ("bl",)) -> Counter:
+    """The AArch64 twin of :func:`objdump_calls`, from binutils' ``aarch64-linux-gnu-objdump -dr``:
+    (calling symbol, called symbol) -> number of direct ``bl`` instructions; ``insns=("bl", "b")``
+    also counts ``b`` to another function (tail calls). The called symbol is the
+    ``R_AARCH64_CALL26``/``JUMP26`` relocation at the instruction (a section symbol plus addend:
+    the function at the addend), else objdump's ``<name>`` of the resolved immediate."""
+    syms = objdump_symbols(obj, A64_OBJDUMP)
+    funcs = {n for lst in syms.values() for _v, _s, n in lst}
+    text = subprocess.run([A64_OBJDUMP, "-dr", str(obj)], capture_output=True, text=True, check=True).stdout
+    lines = text.splitlines()
+    counts: Counter = Counter()
+    caller = None
+    for i, line in enumerate(lines):
+        if _SECTION.match(line):
+            caller = None
+            continue
+        h = _HEADER.match(line)
+        if h:
+            caller = h.group(1)
+            continue
+        m = _INSN_A64.match(line)
+        if not m or m.group(2) not in insns or caller is None:
+            continue
+        addr = int(m.group(1), 16)
+        target = m.group(4) if not m.group(5) else None
+        if i + 1 < len(lines):
+            r = _RELOC_A64.match(lines[i + 1])
+            if r and int(r.group(1), 16) == addr and r.group(2) in ("R_AARCH64_CALL26", "R_AARCH64_JUMP26"):
+                sm = re.match(r"^(.*?)([+-]0x[0-9a-f]+)?$", r.group(3))
+                name, add = sm.group(1), int(sm.group(2) or "0", 16)
+                if name in syms:   # a section symbol + addend: the function at the addend
+                    target = next((n for v, s, n in syms[name] if v <= add < v + s), None)
+                else:
+                    target = name
+        if m.group(2) != "bl" and (target == caller or m.group(5)):
+            continue            # a branch inside the function, not a tail call
         if target and caller in funcs:
             counts[(caller, target)] += 1
     return counts

@@ -19,6 +19,9 @@ from analyzer.errors import SizewatchError
 from analyzer.likely_path import LikelyPath
 
 DEFAULT_MCPU = "skylake-avx512"
+DEFAULT_MCPU_AARCH64 = "neoverse-n1"       # an arm64 path asked for with the (x86) default CPU gets this
+TRIPLES = {"x86_64": "x86_64-unknown-linux-gnu", "aarch64": "aarch64-unknown-linux-gnu"}
+_A64_DIRECT = ("b", "bl", "cbz", "cbnz", "tbz", "tbnz")
 MCA = "llvm-mca-19"
 DEFAULT_CALL_LATENCY = 100     # llvm-mca's own default
 
@@ -54,6 +57,15 @@ def mca_source(paths: list[LikelyPath]) -> str:
     out = []
     for p in paths:
         out.append(f"# LLVM-MCA-BEGIN {_SAFE.sub('_', p.function)}")
+        if p.arch == "aarch64":
+            for i in p.instructions:
+                ops = i.operands
+                if i.mnemonic in _A64_DIRECT or i.mnemonic.startswith("b."):
+                    # the target is the last operand (b/bl/b.cond: the only one)
+                    ops = ", ".join([*[o.strip() for o in ops.split(",")[:-1]], _LABEL])
+                out.append(f"{i.mnemonic} {ops}".rstrip())
+            out.append(f"# LLVM-MCA-END {_SAFE.sub('_', p.function)}")
+            continue
         for i in p.instructions:
             ops = i.operands
             if i.kind in ("jcc", "jmp", "call", "tail", "ret", "alt") and ops and not ops.startswith("*"):
@@ -71,12 +83,16 @@ def estimate(paths: list[LikelyPath], mcpu: str = DEFAULT_MCPU,
     """Estimated cycles per function name, from one llvm-mca run over all ``paths``."""
     if not paths:
         return {}
+    arches = {p.arch for p in paths}
+    if len(arches) != 1 or not arches <= set(TRIPLES):
+        raise McaError(f"cannot estimate paths of {', '.join(sorted(arches))} in one run")
+    arch = arches.pop()
     exe = shutil.which(MCA)
     if exe is None:
         raise McaError(f"{MCA} not found: cycle estimates need Debian's llvm-19 (scripts/install.sh installs it)")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", mcpu):
         raise McaError(f"bad CPU name {mcpu!r} (e.g. skylake-avx512, znver3)")
-    cmd = [exe, f"-mcpu={mcpu}", "-mtriple=x86_64-unknown-linux-gnu", "-iterations=1", "--json",
+    cmd = [exe, f"-mcpu={mcpu}", f"-mtriple={TRIPLES[arch]}", "-iterations=1", "--json",
            f"--call-latency={call_latency}", "--skip-unsupported-instructions=any", "-"]
     try:
         proc = subprocess.run(cmd, input=mca_source(paths), capture_output=True, text=True, timeout=timeout)
@@ -127,6 +143,8 @@ def file_costs(path: str, hot=None, function: str | None = None, mcpu: str | Non
     paths = [likely_path(path, function)] if function else hot_likely_paths(path, hot)
     if mcpu is None:
         return paths, {}, "not asked for"
+    if mcpu == DEFAULT_MCPU and paths and paths[0].arch == "aarch64":
+        mcpu = DEFAULT_MCPU_AARCH64
     try:
         return paths, estimate(paths, mcpu), None
     except McaError as e:
