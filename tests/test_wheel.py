@@ -285,7 +285,8 @@ def test_without_libdw_the_wheel_reads_dwarf_in_python(installed, tmp_path):
     the wheel, and reads DWARF with the pure-Python walker, with the same result. Runs last: it
     replaces the installed package."""
     dist = tmp_path / "dist"
-    built = _build_wheel(installed["src"], dist, env={**_build_env(), "CC": "false"})
+    src = _clean_clone(tmp_path / "clone")       # the first build's build/ holds the compiled extension
+    built = _build_wheel(src, dist, env={**_build_env(), "CC": "false"})
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("sizewatch-*.whl")
     assert not any(n.endswith(".so") for n in zipfile.ZipFile(wheel).namelist())
