@@ -87,7 +87,8 @@ def available(flavour: str = FLAVOUR) -> tuple[Package, ...]:
     found = names()
     if not found:
         upd = _apt("apt-get", "update", "-q")
-        last = (upd.stderr.strip().splitlines() or [str(upd.returncode)])[-1]
+        errs = upd.stderr.strip().splitlines() or [f"exit status {upd.returncode}"]
+        last = next((ln for ln in errs if "Failed to fetch" in ln or "Could not" in ln), errs[-1])
         if upd.returncode or re.search(r"^(W|E): (Failed to fetch|Some index files failed)", upd.stderr, re.M):
             raise Unavailable(f"the Debian archive is unreachable (apt-get update: {last})")
         found = names()
