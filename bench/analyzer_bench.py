@@ -74,8 +74,10 @@ def bench_vmlinux(runs: int, pfunct: bool) -> None:
     from analyzer.dwarf import cu_matches, load_sections, scan_unit_names
     from analyzer.elf import load_images, read_symtab
     from analyzer.inlines import analyze
-    from dbg_vmlinux import vmlinux
-    path = vmlinux("linux-image-6.1.0-56-cloud-amd64-dbg")      # pinned: the same image everywhere
+    from dbg_vmlinux import image
+    img = image()                      # the newest cached, else the archive's newest ($SIZEWATCH_DBG_PACKAGE)
+    print(f"{img.package} {img.version}")
+    path = img.path
     t_ours, facts = timed(lambda: analyze(path, cus=["mm/page_alloc.c"]), runs)
     img = load_images(path)[0]
     raw = load_sections(img, read_symtab(img))

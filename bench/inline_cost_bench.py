@@ -4,7 +4,7 @@ and ``pfunct`` (dwarves, over libdw) on the same files, in one run.
 Each measured command is its own process (wall time, CPU time (user + sys) and peak RSS from
 ``wait4``'s rusage; a peak RSS carries over exec, so a small tool shows this script's ~40 MB), on:
 - mm/page_alloc.o of the example series (patch 2, gcc-12 and clang-19; built or from the cache);
-- the pinned Debian dbg vmlinux (bench/dbg_vmlinux.py) if it is already in ~/.cache/sizewatch,
+- the Debian dbg vmlinux (bench/dbg_vmlinux.py: the newest cached) if it is already in ~/.cache/sizewatch,
   and the newest gcc-12 defconfig vmlinux the pipeline kept there (the issue's second file):
   one unit (``--cu mm/page_alloc.c``: what a patch touching one file costs when the unit is
   named) and the whole kernel, each command with a time limit (``--limit``, default 600 s):
@@ -95,9 +95,9 @@ def main() -> None:
     from bench.dbg_vmlinux import cached
     found = cached()
     if found is None:
-        print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): its rows skipped")
+        print("no Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): its rows skipped")
     else:
-        vmlinux_rows("Debian vmlinux", found, args, engines)
+        vmlinux_rows(f"Debian {found.package} {found.version} vmlinux", found.path, args, engines)
     built = defconfig_vmlinux()
     if built is None:
         print("no defconfig vmlinux in the cache (bench/inline_units_bench.py --defconfig builds one): its rows skipped")

@@ -10,7 +10,7 @@ a digest of the result's ``to_dict()``: a cached row must show the whole decode'
   persistent build dir (kbuild rebuilds the changed objects, ~15-60 s each once the dir exists)
   so that the unit keys are the real object hashes (``ci.pipeline.unit_cache.object_keys``; the
   time to take them is printed): patch 1 read with the base's cache is the real one-file patch;
-- the pinned Debian dbg vmlinux (bench/dbg_vmlinux.py) if it is in ~/.cache/sizewatch: no build dir,
+- the Debian dbg vmlinux (bench/dbg_vmlinux.py: the newest cached) if it is in ~/.cache/sizewatch: no build dir,
   so keys stand in for object hashes (unit name + build-id) and the one-unit change is simulated
   by deleting mm/page_alloc.c's entry.
 Quote the figures with the load printed before and after (the machine is shared).
@@ -128,10 +128,12 @@ def kernel(tmp: Path, config_name: str) -> None:
 
 def debian(tmp: Path) -> None:
     from bench.dbg_vmlinux import cached
-    found = cached()
-    if found is None:
-        print("no pinned Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): skipped")
+    img = cached()
+    if img is None:
+        print("no Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): skipped")
         return
+    print(f"debian: {img.package} {img.version}")
+    found = img.path
     keys = tmp / "debian.json"
     keys.write_text(json.dumps(stand_in_keys(found)))
     cache = tmp / "debian-units"

@@ -13,7 +13,7 @@ are printed. Measured, per pair of linked images:
   the hot functions' sections, both maps, moves and findings) on a store holding the pair.
 
 Pairs: the tests' tinyconfig vmlinux at the example series' base and patch 1 (gcc-12; built once and
-cached by tests/kernel_images.py) and, when it is in the cache, the pinned Debian dbg vmlinux
+cached by tests/kernel_images.py) and, when it is in the cache, the Debian dbg vmlinux
 (590 MB with DWARF) against itself. Issue 13's goal: a vmlinux pair's analysis ≤ 5 s in all.
 Prints the load (``uptime``) before and after.
 
@@ -124,12 +124,12 @@ def main() -> None:
     base, head = tiny_vmlinux().vmlinux
     pair("tinyconfig vmlinux, example series base -> patch 1 (gcc-12)", base, head, args.runs)
     if not args.no_debian:
-        from toolchains.source import cache_dir
-        deb = cache_dir() / "dbg" / "linux-image-6.1.0-56-cloud-amd64-dbg" / "vmlinux"
-        if deb.exists():
-            pair("Debian linux-image-6.1.0-56-cloud-amd64-dbg vmlinux against itself", deb, deb, args.runs)
+        from bench.dbg_vmlinux import cached
+        deb = cached()
+        if deb is not None:
+            pair(f"Debian {deb.package} {deb.version} vmlinux against itself", deb.path, deb.path, args.runs)
         else:
-            print(f"\n{deb} not in the cache (bench/dbg_vmlinux.py fetches it): skipped")
+            print("\nno Debian dbg vmlinux in the cache (bench/dbg_vmlinux.py fetches one): skipped")
     print("\nload:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

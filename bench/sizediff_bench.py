@@ -86,8 +86,15 @@ def run_pair(label: str, old: Path, new: Path, modes: list[list[str]], n: int) -
     return lines, differ
 
 
-# Two Debian 12 cloud kernels with full DWARF, ~588 MB vmlinux each (apt-get download).
-PACKAGES = ["linux-image-6.1.0-47-cloud-amd64-dbg", "linux-image-6.1.0-53-cloud-amd64-dbg"]
+# Two Debian cloud kernels with full DWARF, ~600 MB vmlinux each (apt-get download): by default
+# the two newest ABIs apt knows of the newest one's series (bench/dbg_vmlinux.available()).
+
+
+def default_packages() -> list[str]:
+    pkgs = dbg_vmlinux.available()
+    series = pkgs[-1].name.split("-")[2].split(".")[:2]
+    same = [p.name for p in pkgs if p.name.split("-")[2].split(".")[:2] == series]
+    return (same if len(same) >= 2 else [p.name for p in pkgs])[-2:]
 
 
 def object_pair() -> tuple[Path, Path]:
@@ -100,8 +107,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=5, help="runs per tool and mode (median reported)")
     ap.add_argument("--no-vmlinux", action="store_true", help="skip the ~560 MB dbg download")
-    ap.add_argument("--packages", nargs=2, default=PACKAGES, metavar="PKG",
-                    help="the two Debian dbg packages to compare (default: %(default)s)")
+    ap.add_argument("--packages", nargs=2, metavar="PKG",
+                    help="the two Debian dbg packages to compare (default: the two newest of one series)")
     args = ap.parse_args()
     print(f"# sizediff vs scripts/bloat-o-meter (linux-source-6.12), median of {args.n} runs, "
           f"{os.cpu_count()} cores")
@@ -109,9 +116,9 @@ def main() -> None:
     old, new = object_pair()
     differ = run_pair("mm/page_alloc.o (gcc-12 series)", old, new, [[], ["-c"]], args.n)[1]
     if not args.no_vmlinux:
-        pkgs = args.packages
+        pkgs = args.packages or default_packages()
         a, b = (dbg_vmlinux.vmlinux(p) for p in pkgs)
-        label = "vmlinux " + " -> ".join(p.split("-")[3] for p in pkgs)
+        label = "vmlinux " + " -> ".join(p.removeprefix("linux-image-").split("-")[0 if "+" in p else 1] for p in pkgs)
         print(f"# {pkgs[0]} ({a.stat().st_size >> 20} MB) -> {pkgs[1]} ({b.stat().st_size >> 20} MB)")
         differ += run_pair(label, a, b, [[], ["-c"]], max(1, args.n // 2 + 1))[1]
     print(f"# load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
