@@ -84,7 +84,7 @@ class PgServer:
         import time
         if user not in getattr(self, "_roles", set()):
             hba = self.data / "pg_hba.conf"
-            hba.write_text(f"host all {user} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            hba.write_text(f"local all {user} scram-sha-256\n" + hba.read_text())   # the server's one socket
             self.admin(f"CREATE ROLE \"{user}\" LOGIN PASSWORD '{password}'")
             self.admin("SELECT pg_reload_conf()")
             time.sleep(0.5)                           # the postmaster rereads pg_hba.conf on SIGHUP
@@ -93,7 +93,7 @@ class PgServer:
             self.admin(f"ALTER ROLE \"{user}\" PASSWORD '{password}'")
         name = f"t{os.getpid()}_{next(self._n)}"
         self.admin(f'CREATE DATABASE "{name}" OWNER "{user}"')
-        return f"postgresql://{user}@127.0.0.1:{self.port}/{name}"
+        return f"postgresql://{user}@{quote(str(self.dir), safe='')}/{name}"
 
     def drop(self, url: str) -> None:
         self.admin(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
