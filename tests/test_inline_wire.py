@@ -145,7 +145,7 @@ def test_policy_inline_growth_is_parsed_and_checked():
         parse_policy("[report]\ninline_growth_percent = -2.5\n")
     with pytest.raises(InputError, match=r"inline_growth_percent: must be a percentage >= 0"):
         parse_policy("[report]\ninline_growth_percent = inf\n")
-    readme = (ROOT / "README.md").read_text()
+    readme = "".join(f.read_text() for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     assert "inline_growth_bytes = 0" in readme and "inline_growth_percent = 0.0" in readme
 
 
