@@ -335,3 +335,25 @@ def test_pipeline_measures_the_series_end_to_end(gcc_images, tmp_path):
     assert "fastpath_instructions" in kinds
     text = sizewatch("report", "--db", str(db), "1").stdout
     assert "counted under emulation (QEMU TCG): executed instructions, not cycles" in text
+
+
+@kernel
+@pytest.mark.slow
+def test_the_bot_measures_and_mails_the_table(gcc_images, tmp_path):
+    """``[bot] measure = true`` on the real series: the bot builds the allocator vmlinux, boots and
+    measures it, and its mail carries the per-order table and says these are executed instructions
+    under emulation, not cycles; patch 1's growth at order 4 is flagged."""
+    import botlist
+    md = tmp_path / "list"
+    botlist.deliver(md, *botlist.series_v1())
+    cfg = botlist.bot_config(tmp_path / "bot.toml", toolchains=["gcc-12"], targets=["vmlinux"],
+                             config="allocator", measure=True,
+                             report={"growth_bytes": 1024, "runtime_instructions": 2})
+    p = sizewatch("bot", "--maildir", str(md), "--once", "--dry-run", "--config", str(cfg),
+                  "--db", str(tmp_path / "s.db"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    mail = p.stdout
+    assert mail.startswith("From "), (mail[:300], p.stderr[-2000:])
+    assert "QEMU TCG" in mail and "not cycles" in mail
+    assert re.search(r"^\s+4\s+64K\s+\d+\s+\d+\s+\+\d+", mail, re.M), mail[-4000:]
+    assert "fastpath_instructions" in mail
