@@ -135,7 +135,7 @@ class _Prober:
                  target: str, config: Config | None, progress: Callable[[str], None]):
         self.store, self.tree, self.plan, self.function = store, tree, plan, function
         self.toolchain, self.target, self.config, self.progress = toolchain, target, config, progress
-        _, self.version = toolchain_info(toolchain)
+        _, self.version = toolchain_info(toolchain, (config or Config()).arch)
         self.key = (config or Config()).key
         self.built = 0
 
@@ -181,7 +181,7 @@ def bisect(store: Store, tree_spec: str, function: str, range_spec: str, toolcha
         raise InputError("--grew-by takes a positive number of bytes")
     if split_range(range_spec) is None:
         raise InputError(f"{range_spec}: give a range A..B (A: a commit where the condition does not hold)")
-    toolchain_info(toolchain)               # an unknown or missing compiler fails before any git work
+    toolchain_info(toolchain, (config or Config()).arch)   # an unknown or missing compiler fails before any git work
     tree = open_tree(tree_spec)
     plan = plan_range(store, tree, range_spec)
     chain = plan.to_build                   # A, then B's first-parent commits after A

@@ -96,3 +96,18 @@ def test_run_arch_arm64_reports_the_series(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1 and bad.stderr.strip() == ("sizewatch: --measure boots x86_64 kernels "
                                                           "(qemu-system-x86_64): not arm64")
+
+
+def test_arch_on_bisect_and_the_bot_policy():
+    from analyzer.errors import InputError
+    from ci.bot.policy import parse_policy
+    p = parse_policy('[bot]\narch = "arm64"\nconfig = "allocator"\n')
+    assert p.kbuild_config.arch == "arm64" and p.kbuild_config.key.startswith("allocator-arm64-")
+    for text, line in (('[bot]\narch = "mips"\n', "[bot].arch: unknown arch 'mips' (known: x86_64, arm64)"),
+                       ('[bot]\narch = "arm64"\nmeasure = true\ntargets = ["vmlinux"]\n',
+                        "[bot].measure boots x86_64 kernels (qemu-system-x86_64): not arm64")):
+        with pytest.raises(InputError) as e:
+            parse_policy(text)
+        assert str(e.value) == f"<config>: {line}"
+    h = subprocess.run([*sizewatch_cmd(), "bisect", "--help"], capture_output=True, text=True)
+    assert "--arch [x86_64|arm64]" in h.stdout

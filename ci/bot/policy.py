@@ -162,6 +162,7 @@ class Policy:
     toolchains: tuple[str, ...] = DEFAULT_TOOLCHAINS
     targets: tuple[str, ...] = DEFAULT_TARGETS
     config: str = "defconfig"            # a config of toolchains/configs (defconfig, allocator, tinyconfig)
+    arch: str = "x86_64"                 # the kernel's architecture (arm64: the config's twin in configs/arm64/)
     config_fragment: tuple[str, ...] = ()   # extra lines on top of it
     keep_vmlinux: int = 3                # vmlinux files kept in the cache per toolchain and config
     measure: bool = False                # boot each vmlinux built under QEMU TCG and count the fast path's instructions
@@ -189,8 +190,8 @@ class Policy:
     @property
     def kbuild_config(self) -> Config:
         """The named config with the extra lines (those it already has are not repeated)."""
-        base = preset(self.config)
-        return preset(self.config, tuple(ln for ln in self.config_fragment if ln not in base.fragment))
+        base = preset(self.config, arch=self.arch)
+        return preset(self.config, tuple(ln for ln in self.config_fragment if ln not in base.fragment), self.arch)
 
 
 def _check(value: Any, want: type | tuple, where: str) -> Any:
@@ -289,6 +290,16 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
         fragment_lines("\n".join(bot.get("config_fragment", ())), f"{source}: [bot].config_fragment")
     except BuildError as e:
         raise InputError(str(e)) from None
+    arch = bot.get("arch", "x86_64")
+    if arch not in ("x86_64", "arm64"):
+        raise InputError(f"{source}: [bot].arch: unknown arch {arch!r} (known: x86_64, arm64)")
+    if arch != "x86_64":
+        try:
+            preset(bot.get("config", "defconfig"), arch=arch)
+        except BuildError as e:
+            raise InputError(f"{source}: [bot].config: {e}") from None
+        if bot.get("measure"):
+            raise InputError(f"{source}: [bot].measure boots x86_64 kernels (qemu-system-x86_64): not {arch}")
     if bot.get("measure") and "vmlinux" not in bot.get("targets", DEFAULT_TARGETS):
         raise InputError(f"{source}: [bot].measure: measures a built vmlinux: add \"vmlinux\" to [bot].targets")
     if "@" not in bot.get("address", "x@y"):

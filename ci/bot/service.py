@@ -131,13 +131,13 @@ class Bot:
         self.dry = policy.dry_run
         self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
         for tc in policy.toolchains:
-            builder.toolchain_info(tc)             # unknown or missing toolchains fail up front
+            builder.toolchain_info(tc, policy.arch)   # unknown or missing toolchains fail up front
         check_cpu(policy.report.cost_mcpu)         # ... and a CPU llvm-mca does not know
         if policy.measure:
             check_available()                      # ... and a measurement this sizewatch cannot make
         self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
-        self.versions = {tc: builder.toolchain_info(tc)[1] for tc in policy.toolchains}
+        self.versions = {tc: builder.toolchain_info(tc, policy.arch)[1] for tc in policy.toolchains}
         where = getattr(store, "url", None) or getattr(store, "path", None)
         self.series_dir = (beside(where, "-series") if where
                            else Path.home() / ".cache" / "sizewatch" / "bot-series")
