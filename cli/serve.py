@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import db_option, one_line_errors
+from cli.common import db_option, one_line_errors, wait_option, when_up
 
 
 @click.command("serve")
@@ -24,10 +24,14 @@ from cli.common import db_option, one_line_errors
               help="bound of the rendered-page cache kept beside the store (<db>.pages); 0: none")
 @click.option("--bot-config", type=click.Path(dir_okay=False), default=None,
               help="the bot's TOML config: the policy the /bot page shows (default: the built-in defaults)")
+@wait_option
 def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, workers: int,
-              threads: int, page_cache_mb: int, bot_config: str | None) -> None:
+              threads: int, page_cache_mb: int, bot_config: str | None, wait_s: int) -> None:
     """Serve the dashboard (pages, JSON API under /api/) for a store, on gunicorn."""
     from web.server import serve, settings_for
     with one_line_errors():
-        settings = settings_for(db, token, token_file, page_cache_mb, bot_config)
+        from db.pg import StoreUnavailable
+        settings = when_up("the store",
+                           lambda: settings_for(db, token, token_file, page_cache_mb, bot_config),
+                           wait_s, (StoreUnavailable,))
         serve(settings, host, port, threads, workers or None)
