@@ -30,8 +30,10 @@ def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_fil
     """Serve the dashboard (pages, JSON API under /api/) for a store, on gunicorn."""
     from web.server import serve, settings_for
     with one_line_errors():
+        from db.errors import NoStoreYet
         from db.pg import StoreUnavailable
+        # a database server down, or up with no store in it yet (its writers, the workers, make it)
         settings = when_up("the store",
                            lambda: settings_for(db, token, token_file, page_cache_mb, bot_config),
-                           wait_s, (StoreUnavailable,))
+                           wait_s, (StoreUnavailable, NoStoreYet))
         serve(settings, host, port, threads, workers or None)

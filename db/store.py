@@ -33,7 +33,7 @@ from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import s64, u64
 from db.sqlite import (BUSY_TIMEOUT_MS, compress, decompress, loads, retry_busy as _retry_busy,  # noqa: F401
                        text_factory, unreadable)                       # compress: API
-from db.errors import StoreError
+from db.errors import NoStoreYet, StoreError
 from db.finding_counts import count_findings, own_keys
 from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionLine, FunctionRow,
                        FunctionSeries, HistoryPoint, InlineCalleeRow, InlineCostRecord, InlinePoint, MatrixRow,
@@ -1429,7 +1429,7 @@ class PgStore(SqliteStore):
                     raise StoreError(f"a database that is not a sizewatch store (its tables: {', '.join(tables[:5])}"
                                      f"{', ...' if len(tables) > 5 else ''}); left untouched")
                 if read_only:
-                    raise StoreError("no store there yet (sizewatch run or sizewatch bot writes one)")
+                    raise NoStoreYet("no store there yet (sizewatch run or sizewatch bot writes one)")
             if read_only:
                 self._read_only_ready(upto)
             else:
