@@ -191,6 +191,31 @@ def test_an_empty_or_missing_database(pg_url, pg_server):
     one_line_error(sw("history", "f", env={"SIZEWATCH_DB": pg_url}), "no store there yet")
 
 
+def test_writers_opening_a_new_database_at_once_make_one_store(pg_server):
+    """compose starts its workers together on an empty database: each opens (and migrates) it at
+    once; none may take another's half-made store for a foreign database."""
+    import threading
+    for _ in range(3):
+        url = pg_server.database()
+        barrier = threading.Barrier(4)
+        errors: list[BaseException] = []
+
+        def opener():
+            barrier.wait()
+            try:
+                open_store(url).close()
+            except BaseException as e:          # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=opener) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        open_store(url, read_only=True).close()
+        pg_server.drop(url)
+
+
 def test_serve_waits_for_its_writers_to_make_the_store(pg_url):
     """A deployment's dashboard starts beside the workers that make the store (compose): it waits,
     saying so, and serves once a writer has made it, instead of exiting."""
