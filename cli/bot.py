@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import db_option, one_line_errors, open_store
+from cli.common import db_option, one_line_errors, open_store, wait_option, when_up
 
 
 def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, starttls: bool | None):
@@ -78,10 +78,11 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.option("--attempts", default=3, show_default=True, metavar="N",
               help="with --queue: a build job failing N times is parked (the series is an infrastructure failure)")
 @db_option
+@wait_option
 def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
             outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
             config_file: Path | None, checks: Path | None, interval: str | None, status: bool, as_json: bool,
-            queue_url: str | None, attempts: int, db: str | None) -> None:
+            queue_url: str | None, attempts: int, db: str | None, wait_s: int) -> None:
     """Test each series posted to a mailing list and reply in its thread when something needs a look."""
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
@@ -120,7 +121,12 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
         if queue_url and policy.arch != "x86_64":
             from analyzer.errors import InputError
             raise InputError(f"--queue builds x86_64 only for now: [bot].arch is {policy.arch}")
-        with open_store(db) as store, instance_lock(store):
+        from db.pg import StoreUnavailable
+        if queue_url:
+            from ci.queue.names import QueueUnavailable, connect
+            when_up("the queue", lambda: connect(queue_url).close(), wait_s, (QueueUnavailable,))
+        with when_up("the store", lambda: open_store(db), wait_s, (StoreUnavailable,)) as store, \
+                instance_lock(store):
             builds = None
             if queue_url:
                 from ci.queue.coordinator import QueuedBuilds

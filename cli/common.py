@@ -7,12 +7,15 @@ status 1, never a traceback. Output goes through ``cli.output``.
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import click
 
 from analyzer.errors import SizewatchError
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -81,3 +84,42 @@ def open_store(db: str | None, read_only: bool = False):
     ``read_only`` it must exist and is opened ``mode=ro``: for commands that only read)."""
     from db.store import open_store as _open
     return _open(db, read_only=read_only)
+
+
+WAIT_DEFAULT = 120
+
+wait_option = click.option(
+    "--wait", "wait_s", default=WAIT_DEFAULT, show_default=True, type=click.IntRange(0, 24 * 3600),
+    envvar="SIZEWATCH_WAIT", metavar="S",
+    help="a store or queue server not reachable yet (a service starting beside this one) is tried again "
+         "for up to S seconds, saying so, before giving up (0: at once; also $SIZEWATCH_WAIT)")
+
+
+def when_up(what: str, attempt: Callable[[], T], wait_s: float, unavailable: tuple[type[BaseException], ...],
+            echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
+            sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
+    """``attempt()``, tried again while it raises one of ``unavailable`` (a server not reachable yet),
+    for at most ``wait_s`` seconds: one line when the waiting starts, one when ``what`` is up, and
+    after the deadline the last error as one line saying how long it waited. Any other error is
+    raised at once (a wrong store, a missing file: waiting would not help)."""
+    start = clock()
+    delay = 0.5
+    waited = False
+    while True:
+        try:
+            value = attempt()
+        except unavailable as e:
+            spent = clock() - start
+            if spent >= wait_s:
+                if not waited:
+                    raise
+                raise type(e)(f"{e} (waited {spent:.0f} s)") from None
+            if not waited:
+                echo(f"sizewatch: waiting up to {wait_s:.0f} s for {what}: {e}")
+                waited = True
+            sleep(min(delay, max(wait_s - spent, 0.0)))
+            delay = min(delay * 2, 5.0)
+            continue
+        if waited:
+            echo(f"sizewatch: {what} is up after {clock() - start:.0f} s")
+        return value

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import one_line_errors, split
+from cli.common import one_line_errors, split, wait_option, when_up
 
 redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_REDIS", required=True, metavar="URL",
                             help="the queue's Redis (redis://HOST:PORT/DB; default $SIZEWATCH_REDIS)")
@@ -39,16 +39,27 @@ worker_redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_RED
 @click.option("--name", default=None, help="worker name (default HOST.PID)")
 @click.option("--store-retries", default=8, show_default=True, metavar="N",
               help="an unavailable store is tried again N times (1, 2, 4 ... 30 s apart) before the job fails")
+@wait_option
 def worker_cmd(toolchains: str, redis_url: str, db: str | None, db_file: str | None, heartbeat: int, burst: bool,
-               name: str | None, store_retries: int) -> None:
+               name: str | None, store_retries: int, wait_s: int) -> None:
     """Build jobs from the queues of TOOLCHAINS and write the results into the store.
 
     Each job (a commit under one toolchain) runs in its own process; SIGTERM lets the job under way
     finish, a second SIGTERM stops at once (the job is then run again by another worker)."""
     from ci.queue.worker import run_worker, store_from
     with one_line_errors():
-        run_worker(split(toolchains), redis_url, store_from(db, db_file), heartbeat=heartbeat, burst=burst,
-                   name=name, store_retries=store_retries)
+        from ci.queue.jobs import open_existing
+        from ci.queue.names import QueueUnavailable, connect
+        from db.pg import StoreUnavailable
+        store = store_from(db, db_file)
+
+        def store_up() -> None:
+            with open_existing(store):
+                pass
+        when_up("the store", store_up, wait_s, (StoreUnavailable,))
+        when_up("the queue", lambda: connect(redis_url).close(), wait_s, (QueueUnavailable,))
+        run_worker(split(toolchains), redis_url, store, heartbeat=heartbeat, burst=burst, name=name,
+                   store_retries=store_retries)
 
 
 @click.group("queue")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import db_option, one_line_errors
+from cli.common import db_option, one_line_errors, wait_option, when_up
 
 
 @click.command("serve")
@@ -26,10 +26,16 @@ from cli.common import db_option, one_line_errors
               show_default=True, help="what goes to stderr; info: also a line per page rendered and why")
 @click.option("--bot-config", type=click.Path(dir_okay=False), default=None,
               help="the bot's TOML config: the policy the /bot page shows (default: the built-in defaults)")
+@wait_option
 def serve_cmd(db: str | None, host: str, port: int, token: str | None, token_file: str | None, workers: int,
-              threads: int, page_cache_mb: int, log_level: str, bot_config: str | None) -> None:
+              threads: int, page_cache_mb: int, log_level: str, bot_config: str | None, wait_s: int) -> None:
     """Serve the dashboard (pages, JSON API under /api/) for a store, on gunicorn."""
     from web.server import serve, settings_for
     with one_line_errors():
-        settings = settings_for(db, token, token_file, page_cache_mb, bot_config)
+        from db.errors import NoStoreYet
+        from db.pg import StoreUnavailable
+        # a database server down, or up with no store in it yet (its writers, the workers, make it)
+        settings = when_up("the store",
+                           lambda: settings_for(db, token, token_file, page_cache_mb, bot_config),
+                           wait_s, (StoreUnavailable, NoStoreYet))
         serve(settings, host, port, threads, workers or None, log_level)

@@ -27,7 +27,7 @@ from analyzer.runtime import Runtime
 from db import dialect as _dialect, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import BUSY_TIMEOUT_MS, text_factory, unreadable
-from db.errors import StoreError
+from db.errors import NoStoreYet, StoreError
 from db.builds import BuildRows
 from db.comparisons import ComparisonRows
 from db.dashboard import DashboardRows
@@ -455,14 +455,16 @@ class PgStore(SqliteStore):
             conn = self._conn()
             done = _migrate.applied(conn)
             if not done:
+                # schema_migrations alone: another process is creating the store right now (it commits
+                # that table before the first migration): not a foreign database, migrate takes turns
                 tables = [t for (t,) in conn.execute(
                     "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-                    "ORDER BY table_name")]
-                if tables:
+                    "ORDER BY table_name") if t != "schema_migrations"]
+                if tables and not _migrate.applied(conn):    # (or committed its first one since)
                     raise StoreError(f"a database that is not a sizewatch store (its tables: {', '.join(tables[:5])}"
                                      f"{', ...' if len(tables) > 5 else ''}); left untouched")
                 if read_only:
-                    raise StoreError("no store there yet (sizewatch run or sizewatch bot writes one)")
+                    raise NoStoreYet("no store there yet (sizewatch run or sizewatch bot writes one)")
             if read_only:
                 self._read_only_ready(upto)
             else:

@@ -1,11 +1,41 @@
 #!/usr/bin/env bash
 # One install script for every entry point (make run, make test, CI, the Dockerfile):
-# Debian packages through apt, then a virtualenv with sizewatch installed.
+# Debian packages through apt, then a virtualenv with sizewatch installed, then the dashboard's
+# browser libraries from npm.
 # Safe to run twice: apt is skipped when everything is present, pip only reinstalls on change.
+#
+#   scripts/install.sh [--runtime] [--only apt|venv|web] [--list]
+#
+#   --runtime   what the services run (dashboard, bot, build workers; the Dockerfile's image): no
+#               test-only parts (browser, chromedriver, wrk, public-inbox, the [test] extras) and no
+#               PostgreSQL/Redis servers (the deployment runs those elsewhere). Also
+#               SIZEWATCH_INSTALL=runtime (the image sets it, so `make run` in it installs nothing more).
+#   --only STEP apt: the Debian packages and QEMU's plugin header; venv: the virtualenv;
+#               web: web/node_modules (npm ci). The Dockerfile runs apt before copying the source,
+#               so a source edit does not redo the apt layer.
+#   --list      print the Debian packages of the profile, one a line, and install nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(
+PROFILE=${SIZEWATCH_INSTALL:-full}
+ONLY=""
+LIST=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runtime) PROFILE=runtime ;;
+    --only) ONLY=${2:?--only takes apt, venv or web}; shift ;;
+    --only=*) ONLY=${1#--only=} ;;
+    --list) LIST=1 ;;
+    *) echo "install: unknown option $1 (--runtime, --only apt|venv|web, --list)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$PROFILE" in full|runtime) ;; *) echo "install: SIZEWATCH_INSTALL=$PROFILE: full or runtime" >&2; exit 2 ;; esac
+case "$ONLY" in ""|apt|venv|web) ;; *) echo "install: --only $ONLY: apt, venv or web" >&2; exit 2 ;; esac
+step() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+# what the services run (the dashboard, the bot, the build workers)
+RUNTIME_PACKAGES=(
   # build and source
   make git xz-utils bc flex bison libelf-dev libssl-dev dwarves binutils cpio kmod
   linux-source-6.1 linux-source-6.12
@@ -19,31 +49,49 @@ APT_PACKAGES=(
   # python; gcc + libdw-dev: the native DWARF reader (analyzer/dwarf/_libdw.c, built by pip through
   # setup.py; without them pip installs sizewatch with the pure-Python DWARF walker only)
   python3 python3-venv python3-dev gcc libdw-dev
-  # the dashboard: a real browser for its tests (driven through chromedriver), a load tool for its bench
-  chromium chromium-driver wrk
-  # the bot's list input: public-inbox v2 inboxes (its tests make real ones with public-inbox-init/-mda)
-  public-inbox
-  # the deployment mode past one machine (issue 16): a PostgreSQL store (its tests start their own
-  # server from postgresql-15's binaries, as the postgres user it creates) and RQ's Redis
-  postgresql-15 redis-server
   # the runtime measurement (issue 26): QEMU's TCG, the counting plugin built against glib and
   # the header from QEMU's own source package (below), the guest's static init (libc6-dev)
   qemu-system-x86 libglib2.0-dev pkg-config dpkg-dev libc6-dev
 )
-# the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is present
-command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
+# what only the tests and benches use
+TEST_PACKAGES=(
+  # the dashboard: a real browser for its tests (driven through chromedriver), a load tool for its bench
+  chromium chromium-driver wrk
+  # the bot's tests make real public-inbox v2 inboxes with public-inbox-init/-mda (the bot itself reads
+  # an inbox with git)
+  public-inbox
+  # the deployment mode past one machine (issue 16): the PostgreSQL store's tests start their own
+  # server from postgresql-15's binaries (as the postgres user it creates), the queue's tests their
+  # own redis-server; a deployment runs both servers elsewhere (compose.yaml)
+  postgresql-15 redis-server
+)
+APT_PACKAGES=("${RUNTIME_PACKAGES[@]}")
+[ "$PROFILE" = runtime ] || APT_PACKAGES+=("${TEST_PACKAGES[@]}")
+if [ -n "$LIST" ]; then printf '%s\n' "${APT_PACKAGES[@]}"; exit 0; fi
+web_current() { cmp -s web/package-lock.json web/node_modules/.sizewatch-lock 2>/dev/null; }
+# the dashboard's chart library comes from npm (web/package.json); Debian's npm unless a node with npm is
+# present, and only when web/node_modules is to be installed here
+if { [ -z "$ONLY" ] || [ "$ONLY" = web ]; } && ! web_current && ! command -v npm >/dev/null 2>&1; then
+  APT_PACKAGES+=(npm)
+fi
 EXTRA=${SIZEWATCH_EXTRA_APT:-}
 
-missing=()
-for p in "${APT_PACKAGES[@]}" $EXTRA; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install: apt packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install: apt packages: ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+if step apt; then
+# shellcheck disable=SC2086
+apt_install "${APT_PACKAGES[@]}" $EXTRA
 
 # QEMU's plugin header: Debian ships it in no binary package, so it is taken from the qemu source
 # package of the installed QEMU (a deb-src line is added for that) and kept where
@@ -51,7 +99,6 @@ fi
 HEADER_DIR=/usr/local/include/sizewatch
 qemu_src=$(dpkg-query -W -f='${source:Version}' qemu-system-x86 2>/dev/null || true)
 if [ -n "$qemu_src" ] && [ "$(cat "$HEADER_DIR/qemu-version" 2>/dev/null)" != "$qemu_src" ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   if ! grep -rqs '^Types: deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
     echo "install: adding a deb-src line for QEMU's plugin header"
     if [ -f /etc/apt/sources.list.d/debian.sources ]; then
@@ -70,24 +117,30 @@ if [ -n "$qemu_src" ] && [ "$(cat "$HEADER_DIR/qemu-version" 2>/dev/null)" != "$
   echo "$qemu_src" | $SUDO tee "$HEADER_DIR/qemu-version" >/dev/null
   rm -rf "$src"
 fi
+fi
 
+if step venv; then
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.sizewatch-installed
+extras=test,postgres
 want=$(cat setup.cfg pyproject.toml setup.py analyzer/dwarf/_libdw.c | sha256sum | cut -d' ' -f1)
+if [ "$PROFILE" = runtime ]; then extras=postgres; want="$want runtime"; fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log=$(mktemp)
-  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test,postgres]' --config-settings editable_mode=compat; } >"$log" 2>&1; then
+  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e ".[$extras]" --config-settings editable_mode=compat; } >"$log" 2>&1; then
     cat "$log" >&2; rm -f "$log"; echo "install: pip install failed" >&2; exit 1
   fi
   rm -f "$log"
   echo "$want" > "$stamp"
 fi
+fi
 
 # the dashboard's browser libraries (web/package-lock.json), served by the app itself: no CDN, works offline
-if ! cmp -s web/package-lock.json web/node_modules/.sizewatch-lock 2>/dev/null; then
+if step web && ! web_current; then
+  command -v npm >/dev/null 2>&1 || apt_install npm
   log=$(mktemp)
   if ! (cd web && npm ci --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
     cat "$log" >&2; rm -f "$log"; echo "install: npm ci (web/) failed" >&2; exit 1

@@ -178,7 +178,7 @@ def test_a_database_sizewatch_did_not_create_is_refused_and_untouched(pg_url):
 
 
 def test_an_empty_or_missing_database(pg_url, pg_server):
-    for cmd in (("report", "abc"), ("history", "f"), ("bot", "--status"), ("serve", "--port", "0")):
+    for cmd in (("report", "abc"), ("history", "f"), ("bot", "--status"), ("serve", "--port", "0", "--wait", "0")):
         one_line_error(sw(*cmd, "--db", pg_url), "no store there yet")
     one_line_error(sw("db", "check", "--db", pg_url), "no such store")
     raw = RawSql(pg_url)
@@ -189,6 +189,52 @@ def test_an_empty_or_missing_database(pg_url, pg_server):
     assert "hunter2" not in sw("history", "f", "--db", "postgresql://u:hunter2@127.0.0.1:1/x").stderr
     # $SIZEWATCH_DB names it too
     one_line_error(sw("history", "f", env={"SIZEWATCH_DB": pg_url}), "no store there yet")
+
+
+def test_writers_opening_a_new_database_at_once_make_one_store(pg_server):
+    """compose starts its workers together on an empty database: each opens (and migrates) it at
+    once; none may take another's half-made store for a foreign database."""
+    import threading
+    for _ in range(3):
+        url = pg_server.database()
+        barrier = threading.Barrier(4)
+        errors: list[BaseException] = []
+
+        def opener():
+            barrier.wait()
+            try:
+                open_store(url).close()
+            except BaseException as e:          # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=opener) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        open_store(url, read_only=True).close()
+        pg_server.drop(url)
+
+
+def test_serve_waits_for_its_writers_to_make_the_store(pg_url):
+    """A deployment's dashboard starts beside the workers that make the store (compose): it waits,
+    saying so, and serves once a writer has made it, instead of exiting."""
+    import os
+    import time
+    proc = subprocess.Popen([*sizewatch_cmd(), "serve", "--port", "0", "--workers", "1", "--db", pg_url,
+                             "--wait", "60"], stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("sizewatch: waiting up to 60 s for the store: ") and "no store there yet" in first
+        time.sleep(1)
+        assert proc.poll() is None                        # still waiting, not exited
+        open_store(pg_url).close()                        # a writer makes it
+        up = proc.stderr.readline()
+        assert up.startswith("sizewatch: the store is up after "), up
+        assert "serving" in proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def test_a_store_from_a_newer_sizewatch_is_refused(pg_url):

@@ -46,8 +46,17 @@ def unavailable() -> str | None:
                                    "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"],
                                   capture_output=True, text=True)
             err = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-            _probe["result"] = None if proc.returncode == 0 else f"bubblewrap cannot sandbox builds here ({err})"
+            _probe["result"] = None if proc.returncode == 0 else f"bubblewrap cannot sandbox builds here ({err}){_in_container()}"
     return _probe["result"]
+
+
+def _in_container() -> str:
+    """What to say when the probe fails inside a container: the engine's defaults are why."""
+    if not (Path("/run/.containerenv").exists() or Path("/.dockerenv").exists() or os.environ.get("container")):
+        return ""
+    return ("; in a container run it with --security-opt systempaths=unconfined (the engine's masked /proc paths "
+            "refuse bwrap's /proc; on Docker also seccomp=unconfined and apparmor=unconfined), as compose.yaml's "
+            "workers are")
 
 
 def enabled_by_default() -> bool:

@@ -26,6 +26,10 @@ class QueueError(SizewatchError):
     """Redis cannot be reached or the queue cannot be used: one line."""
 
 
+class QueueUnavailable(QueueError):
+    """Redis could not be reached (down, starting, loading its data): trying again later may work."""
+
+
 def connect(url: str) -> "Redis":
     """A Redis connection for ``url`` (redis://HOST:PORT/DB), checked with a PING."""
     from redis import Redis
@@ -34,9 +38,12 @@ def connect(url: str) -> "Redis":
         raise QueueError(f"{shown(url)}: not a Redis URL (redis://HOST:PORT/DB)")
     try:
         conn = Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+    except ValueError as e:
+        raise QueueError(f"{shown(url)}: cannot reach Redis: {e}") from None
+    try:
         conn.ping()
     except (RedisError, ValueError) as e:
-        raise QueueError(f"{shown(url)}: cannot reach Redis: {e}") from None
+        raise QueueUnavailable(f"{shown(url)}: cannot reach Redis: {e}") from None
     return conn
 
 
