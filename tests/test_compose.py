@@ -57,7 +57,9 @@ def test_compose_parses_and_has_the_services():
     assert set(doc["volumes"]) >= {"cache", "redis", "postgres", "unit-key"}
     # the unit cache's signing key (ci.pipeline.cache_key, ~/.config/sizewatch): the workers' alone,
     # never in the cache the dashboard and the bot share
-    keyed = {n for n, svc in services.items() if any(v.startswith("unit-key:") for v in svc.get("volumes", []))}
+    def spec(v) -> str:                       # short ("src:dst") or long ({type, source, target}) syntax
+        return v if isinstance(v, str) else f"{v.get('source')}:{v.get('target')}"
+    keyed = {n for n, svc in services.items() if any(spec(v).startswith("unit-key:") for v in svc.get("volumes", []))}
     assert keyed == {"worker"} and "unit-key:/root/.config/sizewatch" in services["worker"]["volumes"]
 
 
