@@ -1503,7 +1503,9 @@ class PgStore(SqliteStore):
                 tables = [t for (t,) in conn.execute(
                     "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
                     "ORDER BY table_name")]
-                if tables:
+                # schema_migrations alone, empty: a store whose first migration never committed (its
+                # maker killed, the server stopped), as sqlite's check_store_file lets through too
+                if tables and tables != ["schema_migrations"]:
                     raise StoreError(f"a database that is not a sizewatch store (its tables: {', '.join(tables[:5])}"
                                      f"{', ...' if len(tables) > 5 else ''}); left untouched")
                 if read_only:
