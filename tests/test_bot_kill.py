@@ -103,3 +103,64 @@ def test_a_store_opened_for_the_first_time_survives_kill_9_at_any_instant(kind, 
         if pg:
             pg.drop(db)
     assert killed >= 6
+
+
+def test_postgresql_connections_cut_under_a_polling_bot_set_no_series_aside(pg_url, tmp_path):
+    """The bot's PostgreSQL sessions ended by the server (``pg_terminate_backend``: a restart, a proxy or an
+    idle timeout cutting them) at seeded random instants while it polls and series arrive. Before, a write
+    meeting the cut connection inside a series' test was taken for a bug in that series: quarantined as
+    "internal error: StoreUnavailable" on the next (new, working) connection, never tested, never mailed.
+    Now the poll ends there, the service keeps polling, and every series is mailed once."""
+    import os
+    import random
+    import signal
+    import time
+    from bot_kill_campaign import List, make_series, sizewatch_cmd
+    from botlist import SmtpServer, bot_config
+    from pgserver import RawSql
+    rnd = random.Random(28)
+    tree = make_tree(tmp_path / "tree")
+    lst = List("maildir", tmp_path)
+    batches = make_series(rnd, 10)
+    every = [s for b in batches for s in b]
+    env = {**os.environ, "SIZEWATCH_CACHE": str(tmp_path / "cache")}
+    admin = RawSql(pg_url)
+    name = pg_url.rsplit("/", 1)[1]
+    cuts = 0
+    with SmtpServer() as server:
+        cfg = bot_config(tmp_path / "bot.toml", server.port, tree=str(tree), base="HEAD", daily_cap=0)
+        argv = [*sizewatch_cmd(), "bot", "--maildir", str(lst.path), "--config", str(cfg), "--db", pg_url]
+        subprocess.run([*argv, "--once"], env=env, check=True, capture_output=True)     # the store made
+        with open(tmp_path / "bot.err", "wb") as err:
+            bot = subprocess.Popen([*argv, "--interval", "0.2s"], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                   start_new_session=True)
+            try:
+                time.sleep(2)
+                while batches or cuts < 25:
+                    if batches:
+                        lst.post(batches.pop(0))
+                    time.sleep(rnd.uniform(0.05, 0.8))
+                    cuts += admin.one("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                                      "datname = ? AND pid <> pg_backend_pid()", (name,)) > 0
+                    assert bot.poll() is None, (tmp_path / "bot.err").read_text()[-2000:]
+                time.sleep(3)
+            finally:
+                os.killpg(bot.pid, signal.SIGTERM)
+                bot.wait(60)
+        final = subprocess.run([*argv, "--once"], env=env, capture_output=True, text=True)
+        assert final.returncode == 0, final.stderr
+        time.sleep(0.3)
+        got = server.messages()
+    text = (tmp_path / "bot.err").read_text(errors="replace")
+    assert "polling again" in text                     # it did meet cut connections
+    states = dict(admin.execute("SELECT key, state FROM bot_series").fetchall())
+    decisions = {k: (o, n) for k, o, n in admin.execute(
+        "SELECT d.series_key, d.outcome, count(m.message_id) FROM bot_decisions d LEFT JOIN bot_mails m "
+        "ON m.decision_id = d.id GROUP BY d.series_key, d.outcome").fetchall()}
+    admin.close()
+    assert "quarantined" not in states.values(), [ln for ln in text.splitlines() if "quarantined" in ln]
+    mailed = [r.message["X-Sizewatch-Series"] for r in got]
+    assert len(mailed) == len(set(mailed))
+    for s in every:
+        assert states[s.key] == ("superseded" if s.superseded_by else "not_applied"), s.key
+        assert s.superseded_by or s.key in mailed, (s.key, decisions.get(s.key))
