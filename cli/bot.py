@@ -87,6 +87,7 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
     from ci.bot.service import Bot, Source, instance_lock
+    from db.pg import StoreUnavailable
     with one_line_errors():
         if status:
             if maildir or mbox or inbox or series_file:
@@ -139,7 +140,17 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
             signal.signal(signal.SIGTERM, _stop)
             failed = False
             while True:
-                res = bot.poll(source)
+                try:
+                    res = bot.poll(source)
+                except StoreUnavailable as e:                # PostgreSQL restarting, a connection cut:
+                    if once:                                 # nothing decided; tested at the next poll
+                        raise
+                    click.echo(f"sizewatch: {e}; polling again", err=True)
+                    failed = True
+                    time.sleep(min(every.total_seconds(), 5.0) or 1.0)
+                    if stop["now"]:
+                        break
+                    continue
                 for m in res.dry_run:                        # an mbox on stdout (mboxo: body "From " quoted)
                     click.echo(f"From {policy.address} Thu Jan  1 00:00:00 1970")
                     click.echo(re.sub(r"(?m)^From ", ">From ", m.raw.decode("utf-8", "replace")))

@@ -160,9 +160,11 @@ class BotStore(ABC):
 
     @abstractmethod
     def decide(self, series: BotSeries, finding_set: str, findings: list[dict], outcome: str,
-               mails: list[BotMail]) -> BotDecision:
-        """Record the decision, its mails and the series' state in one transaction, once per
-        (series, finding set): when that decision exists already nothing is written."""
+               mails: list[BotMail], message_ids: Iterable[str] = ()) -> BotDecision:
+        """Record the decision, its mails and the series' state (its messages tied to it) in one
+        transaction, once per (series, finding set): when that decision exists already no decision or
+        mail is written. A final state is never stored apart from its decision (a crash between the
+        two left a series settled without a mail: never tested again, never mailed)."""
 
     @abstractmethod
     def unsent_mails(self) -> list[BotMail]:
@@ -358,10 +360,12 @@ class SqliteBotStore(BotStore):
             return cur.rowcount
 
     def decide(self, series: BotSeries, finding_set: str, findings: list[dict], outcome: str,
-               mails: list[BotMail]) -> BotDecision:
+               mails: list[BotMail], message_ids: Iterable[str] = ()) -> BotDecision:
         now = _now()
         with self._tx() as conn:
             self._upsert_series(conn, series)
+            conn.executemany("UPDATE bot_messages SET series_key = ? WHERE message_id = ?",
+                             [(series.key, m) for m in message_ids])
             cur = conn.execute("INSERT INTO bot_decisions(series_key, finding_set, findings, outcome, decided_at) "
                                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(series_key, finding_set) DO NOTHING",
                                (series.key, finding_set, json.dumps(findings), outcome, now))

@@ -150,8 +150,8 @@ class Connection:
         rows = [self._params(p, lists) for p in seq]
         if not rows:
             return None
-        cur = self._c.cursor()
         try:
+            cur = self._c.cursor()          # inside: a connection the server closed refuses a cursor
             cur.executemany(q, rows)
         except _psycopg().Error as e:
             raise _error(e, self.where) from None
@@ -165,8 +165,8 @@ class Connection:
             raise _error(e, self.where) from None
 
     def _run(self, q: str, params: tuple) -> Cursor:
-        cur = self._c.cursor()
         try:
+            cur = self._c.cursor()          # inside: a connection the server closed refuses a cursor
             cur.execute(q, params)
         except _psycopg().Error as e:
             raise _error(e, self.where) from None

@@ -119,6 +119,37 @@ def check_store_file(path: Path, must_exist: bool = False) -> None:
                          f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); left untouched")
 
 
+def create_store_file(path: Path) -> None:
+    """A new store file, made whole before it has its name. sqlite creates the file when it opens it
+    and writes its first page only later (switching to WAL, an fsync away): a process killed in between
+    left a zero-byte file, which check_store_file rightly refuses as not a store, so every later run
+    failed until someone removed it. The first page is written to a file of its own beside it, linked
+    into place only when complete and only when no other process made the store meanwhile."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        finally:
+            conn.close()
+        if mode.lower() != "wal":
+            raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:                     # another process made it first: theirs is used
+            pass
+        except OSError:                             # a file system without hard links
+            if not path.exists():
+                os.replace(tmp, path)
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: cannot create a store: {e}") from None
+    except OSError as e:
+        raise StoreError(f"{path}: cannot create a store: {e.strerror or e}") from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
 class Store(ABC):
     """What the rest of sizewatch may ask of a store. Every method returns plain dataclasses.
 
@@ -348,6 +379,8 @@ class SqliteStore(BuildRows, ComparisonRows, HistoryRows, MatrixRows, DashboardR
             raise StoreError(f"{self.path}: no store there yet (sizewatch run or sizewatch bot writes one)")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                create_store_file(self.path)
         try:
             if read_only:
                 self._read_only_ready(upto)

@@ -53,11 +53,20 @@ class PgServer:
         self._n = itertools.count(1)
         self._run([PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
                    "--locale=C", "--no-sync"])
-        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run([PG_BIN / "pg_ctl", "-D", self.data, "-o", opts, "-l", self.dir / "server.log", "-w",
-                   "-t", "60", "start"])
+        self.opts = (f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off "
+                     "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        self.start()
         self.url = f"postgresql://postgres@{quote(str(self.dir), safe='')}"
+
+    def start(self) -> None:
+        """Start the server (again, after ``crash``: on the same port, with crash recovery)."""
+        self._run([PG_BIN / "pg_ctl", "-D", self.data, "-o", self.opts, "-l", self.dir / "server.log", "-w",
+                   "-t", "60", "start"])
+
+    def crash(self) -> None:
+        """``pg_ctl stop -m immediate``: every backend ends at once, nothing flushed, as a lost machine
+        (the next ``start`` recovers from the WAL)."""
+        self._run([PG_BIN / "pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"])
 
     def _run(self, argv: list) -> None:
         proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=self.dir,

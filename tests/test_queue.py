@@ -577,3 +577,71 @@ def test_bot_with_a_parked_job_is_an_infrastructure_failure(example_store, redis
         assert "Subject: " in outbox.read_text()
     finally:
         workers.stop()
+
+
+STORE_LOCAL = {"id", "build_id", "base_build_id", "series_id", "seconds", "created_at"}   # ids, times of the run
+
+
+def test_postgresql_stopped_and_restarted_mid_run_resumes_to_the_sqlite_report(fake, redis, tmp_path):
+    """Issue 28: ``pg_ctl stop -m immediate`` at a seeded random instant of a queued ``sizewatch run`` into
+    PostgreSQL (the coordinator planning, polling or comparing; the worker building or writing), started
+    again a moment later; the same command run again. ``sizewatch report --json`` of the series then
+    equals the in-process run's on sqlite, the store holds one build per key, and neither run, worker nor
+    coordinator, ended in a traceback (a run that met the outage says so in one line)."""
+    import random
+    from buildtrees import git
+    from pgserver import PgServer
+    tree, c, env, _ = fake
+    mbox = tmp_path / "series.mbox"
+    mbox.write_text(git(tree, "format-patch", "--stdout", "--thread", f"--base={c['base']}", f"{c['base']}..{c['two']}"))
+    args = ["--tree", tree, "--series", mbox, "--toolchains", FAKE_TCS]
+    ref_db = tmp_path / "ref.db"
+    t0 = time.monotonic()
+    ref = subprocess.run([*sizewatch_cmd(), "run", *map(str, args), "--db", str(ref_db)], capture_output=True, text=True,
+                         env={**os.environ, **env, "SIZEWATCH_CACHE": str(tmp_path / "cache2")}, timeout=300)
+    span = time.monotonic() - t0
+    assert ref.returncode == 0, ref.stderr
+    msgid = next(ln.split(":", 1)[1].strip() for ln in mbox.read_text().splitlines() if ln.lower().startswith("message-id:"))
+
+    def report(db) -> str:
+        """The series' report as JSON, without what differs between any two stores: row ids and build times."""
+        p = subprocess.run([*sizewatch_cmd(), "report", msgid, "--json", "--db", str(db)], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+
+        def strip(v):
+            if isinstance(v, dict):
+                return {k: strip(x) for k, x in v.items() if k not in STORE_LOCAL}
+            return [strip(x) for x in v] if isinstance(v, list) else v
+        return json.dumps(strip(json.loads(p.stdout)), indent=1, sort_keys=True) + "\n"
+    want = report(ref_db)
+    pg = PgServer()
+    workers = None
+    try:
+        url = pg.database()
+        make_store(url)
+        workers = Workers(tmp_path, redis, url, env)
+        workers.start(1)
+        rnd = random.Random(28)
+        run = coordinator(args, url, redis, tmp_path, env)
+        at = rnd.uniform(0.5, span)
+        time.sleep(at)
+        pg.crash()
+        time.sleep(rnd.uniform(0.5, 3.0))
+        pg.start()
+        rc, out, err = finished(run, tmp_path)
+        print(f"crash at {at:.1f} s of a {span:.1f} s run; first run exit {rc}:\n{err[-1500:]}\n{logs(tmp_path)}")
+        assert "Traceback" not in err + logs(tmp_path)
+        again = coordinator(args, url, redis, tmp_path, env, name="again")
+        rc2, out2, err2 = finished(again, tmp_path, "again")
+        assert rc2 == 0, err2 + logs(tmp_path)
+        same_text(report(url), want)
+        import psycopg
+        with psycopg.connect(url) as conn:
+            n, keys = conn.execute("SELECT count(*), count(DISTINCT (commit_id, toolchain_id, config_id, target)) "
+                                   "FROM builds").fetchone()
+        assert n == keys == 8
+    finally:
+        if workers is not None:
+            workers.stop()
+        pg.stop()

@@ -43,6 +43,36 @@ def _record(path, sha, parent, obj_path, toolchain="gcc-12", findings=(), status
     return rec
 
 
+def test_a_new_store_file_is_never_seen_empty(tmp_path):
+    """sqlite creates the file at open and writes its first page an fsync later; a process killed in
+    between (issue 28's kill campaign met it: ``sizewatch bot`` killed as it started on a new store) left
+    a zero-byte file every later run refuses. A thread watching the name while stores are created sees
+    no empty file, and no temporary file is left beside them."""
+    import os
+    import threading
+    sizes: list[int] = []
+    for i in range(10):
+        db = tmp_path / f"s{i}.db"
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                try:
+                    sizes.append(os.stat(db).st_size)
+                except FileNotFoundError:
+                    continue
+        t = threading.Thread(target=watch)
+        t.start()
+        try:
+            open_store(db).close()
+        finally:
+            stop.set()
+            t.join()
+        assert open_store(db).schema_version == max(m.version for m in migrate_mod.available())
+    assert sizes and 0 not in sizes, f"an empty store file seen {sizes.count(0)} times"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
 def test_migrations_from_empty_file(tmp_path):
     db = tmp_path / "s.db"
     db.touch()                          # sqlite takes an empty file as an empty database; sizewatch does not

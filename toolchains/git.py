@@ -8,10 +8,12 @@ same base always yields the same commit shas and a second run finds its results 
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,9 @@ GIT_ENV = {
 }
 # git am keeps the patch's author and date; the committer is sizewatch, at the author's date
 _AM_ENV = {"GIT_COMMITTER_NAME": "sizewatch", "GIT_COMMITTER_EMAIL": "sizewatch@localhost"}
+# the scratch worktree's lock held by this thread (am_locked): every git started under it inherits the
+# locked file, so the lock outlives a killed sizewatch until the last of its git children is gone too
+_scratch_held = threading.local()
 
 
 def git(tree: Path, *args: str, check: bool = True, env: dict | None = None,
@@ -38,7 +43,7 @@ def git(tree: Path, *args: str, check: bool = True, env: dict | None = None,
     """Run git in ``tree``; a failure is a BuildError with git's last line."""
     full_env = {**os.environ, **GIT_ENV, **(env or {})}
     proc = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
-                          env=full_env, input=input)
+                          env=full_env, input=input, pass_fds=getattr(_scratch_held, "fds", ()))
     if check and proc.returncode != 0:
         msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
         raise BuildError(f"git {args[0]} failed in {tree}: {msg[-1] if msg else proc.returncode}")
@@ -178,9 +183,27 @@ def pick_base(tree: Path, series: MboxSeries, base: str | None) -> str:
     raise BuildError(f"{series.path.name}: no base-commit: trailer; give --base")
 
 
+def clear_stale_locks(wt: Path) -> list[Path]:
+    """Remove the lock files a git killed mid-command left in a scratch worktree's own git dir
+    (``index.lock``, ``HEAD.lock``, ...): git cannot remove them after a SIGKILL, and every later git
+    command there fails ("remove the file manually to continue"), so a bot killed during ``git am``
+    stopped testing series for good (issue 28's kill campaign). Called under ``am_locked``'s lock,
+    which every git started under it inherits: holding it, no git of any sizewatch process is
+    running there, so a lock file found is stale. Returns what was removed."""
+    if not (wt / ".git").exists():
+        return []
+    gitdir = Path(git(wt, "rev-parse", "--absolute-git-dir").strip())
+    removed = sorted(gitdir.glob("*.lock"))
+    for lock in removed:
+        lock.unlink(missing_ok=True)
+    return removed
+
+
 def am(tree: Path, series: MboxSeries, base_sha: str, scratch: Path) -> list[Applied]:
     """``git am`` each patch in a scratch worktree at ``base_sha``; stop at the first that fails
-    (the rest are ``skipped``). The caller holds a lock on ``scratch``."""
+    (the rest are ``skipped``). The caller holds a lock on ``scratch``; what a killed git left
+    there (lock files, an ``am`` in progress) is cleared first."""
+    clear_stale_locks(scratch)
     wt = ensure_worktree(tree, scratch, base_sha)
     git(wt, "am", "--abort", check=False)
     git(wt, "checkout", "-q", "--detach", "--force", base_sha)
@@ -209,8 +232,16 @@ def am(tree: Path, series: MboxSeries, base_sha: str, scratch: Path) -> list[App
 
 def am_locked(tree: Path, series: MboxSeries, base_sha: str, scratch: Path) -> list[Applied]:
     """``am`` holding the scratch worktree's lock: one git am at a time per scratch tree."""
-    with file_lock(scratch.parent / f".{scratch.name}.lock"):
-        return am(tree, series, base_sha, scratch)
+    path = scratch.parent / f".{scratch.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        _scratch_held.fds = (f.fileno(),)   # git children hold it too (a kill -9 of this process alone)
+        try:
+            return am(tree, series, base_sha, scratch)
+        finally:
+            _scratch_held.fds = ()
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def series_commits(tree: Path, mbox: Path, base: str | None, scratch: Path) -> list[str]:

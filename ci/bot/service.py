@@ -28,6 +28,7 @@ import mailbox
 import os
 import signal
 import sys
+import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from ci.bot.reply import (Outgoing, TestContext, compose, findings_body, incompl
                       stable_message_id)
 from ci.reports.model import SeriesReport, series_report
 from db.botstore import FINAL_STATES, BotMail, BotMessage, BotSeries
+from db.pg import StoreUnavailable
 from db.store import Store, beside
 from toolchains.errors import BuildError, InfrastructureError
 from toolchains.git import resolve
@@ -173,7 +175,7 @@ class Bot:
                     res.errors.append(f"{e}; {len(pending) - sent} mail(s) kept for the next run")
                     break                                  # the relay is down or refusing: try again next poll
                 _crash_point("sent")
-                self.store.bot.mark_sent(mail.message_id, self.transport.label)
+                self._mark_sent(mail)
                 res.sent += 1
                 sent += 1
                 sent_today += 1
@@ -181,6 +183,19 @@ class Bot:
         finally:
             res.held = held                                # what is held now (a poll flushes twice)
             self.transport.close()
+
+    def _mark_sent(self, mail: BotMail) -> None:
+        """Record a mail the relay accepted. A PostgreSQL session cut meanwhile (a restart, a proxy)
+        would leave it ``decided`` and send it again next poll: the write is tried again on a new
+        session for a few seconds first, narrowing SMTP's duplicate window back to a crash."""
+        for attempt in range(6):
+            try:
+                self.store.bot.mark_sent(mail.message_id, self.transport.label)
+                return
+            except StoreUnavailable:
+                if attempt == 5:
+                    raise
+                time.sleep(0.25 * (attempt + 1))
 
     # --- 2: reading -----------------------------------------------------------------------------
     def ingest(self, source: Source, now: datetime, res: PollResult) -> list[BotMessage]:
@@ -299,6 +314,8 @@ class Bot:
                     self.store.bot.save_series(s.to_bot_series("infra_failure", why), s.message_ids)
             except InputError as e:                # the series itself cannot be used: set aside once
                 self._quarantine_series(s, str(e), res)
+            except StoreUnavailable:               # the store, not the series: nothing decided, tested next poll
+                raise
             except Exception as e:                 # noqa: BLE001 - a bug on one series must not stop the list
                 self.log("".join(traceback.format_exception(e)).rstrip())
                 self._quarantine_series(s, f"internal error: {type(e).__name__}: {e}", res)
@@ -357,10 +374,10 @@ class Bot:
             return
         rec: BotSeries = s.to_bot_series(state, note)
         rec.series_id = series_id
-        self.store.bot.save_series(rec, s.message_ids)
+        # the series' final state, its messages, the decision and its mails: one transaction
         d = self.store.bot.decide(rec, verdict.finding_set(items), [r.to_dict() for r in items], outcome,
                                   [BotMail(m.message_id, m.in_reply_to, m.subject, m.recipients, m.raw)
-                                   for m in mails] if outcome == "mail" else [])
+                                   for m in mails] if outcome == "mail" else [], s.message_ids)
         res.series[s.key] = state
         if d.created:
             n = len(mails) if outcome == "mail" else 0
