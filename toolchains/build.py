@@ -59,6 +59,14 @@ def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
         return tc, _versions[key]
 
 
+def check_lto(tc: Toolchain, config: Config) -> None:
+    """A ThinLTO config is clang's (CONFIG_LTO_CLANG_THIN needs clang, ld.lld and LLVM's
+    assembler): gcc is refused in one line."""
+    if config.lto and tc.family != "clang":
+        raise BuildError(f"--lto {config.lto}: ThinLTO is clang's (CONFIG_LTO_CLANG_THIN): "
+                         f"{tc.name} cannot build it; give --toolchains clang-19")
+
+
 def nm_for(tc: Toolchain) -> str:
     llvm = tc.make_vars.get("LLVM")
     if llvm is None:
@@ -274,6 +282,7 @@ def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], confi
                  options: BuildOptions = BuildOptions(), events: Events = lambda e: None) -> CommitBuild:
     """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain``."""
     tc, version = toolchain_info(toolchain, config.arch)
+    check_lto(tc, config)
     tlist = [parse(t) for t in targets]
     lay = layout(tree, tc.name, config, options)
     t0 = time.monotonic()
