@@ -12,6 +12,7 @@ inlined instance whose DW_AT_abstract_origin is a DW_FORM_ref_addr into another 
 from __future__ import annotations
 
 import json
+from collections import Counter
 import subprocess
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def thin(tmp_path_factory):
     cfg = preset("allocator", lto="thin")
     images = []
     for sha in shas[:2]:
-        b = build_commit(tree, sha, TC, ["vmlinux"], cfg, BuildOptions(reports=False, jobs=2, timeout=3600))
+        b = build_commit(tree, sha, TC, ["vmlinux"], cfg, BuildOptions(jobs=2, timeout=3600))
         assert b.status == "ok" and b.targets[0].path is not None, (b.errors, b.targets[0].errors)
         images.append(b.targets[0].path)
     db = tmp_path_factory.mktemp("thinlto-store") / "s.db"
@@ -228,6 +229,10 @@ def test_cross_unit_inline_is_found_and_attributed(thin):
     got = inline_cost(image)
     mine = [c for c in got.callees.values() if c.name == name]
     assert sum(c.instances for c in mine) >= sum(1 for c in cross if dw.name_of(c[1].origin) == name)
+    # declared where its own unit is (mm/page_alloc.c from the tree's top, as in the unit itself),
+    # one key with the instances of every unit, not one more for the importing backend's unit
+    assert len(mine) == 1 and "/" in mine[0].decl_file and origin_unit.name.endswith("/" + mine[0].decl_file), \
+        [(c.decl_file, c.instances) for c in mine]
     lo = min(a for a, b in inst.ranges if b > a)
     nm = subprocess.run(["nm", "-S", str(image)], capture_output=True, text=True, check=True).stdout
     holder = next(ln.split()[3] for ln in nm.splitlines()
@@ -241,3 +246,28 @@ def test_cross_unit_inline_is_found_and_attributed(thin):
     assert stored is not None
     key = lambda cs: sorted((c.decl_file or "", c.instances, c.bytes) for c in cs)  # noqa: E731
     assert key(c for c in stored.callees.values() if c.name == name) == key(mine)
+
+
+@_kernel
+def test_link_remarks_are_ld_lld_s_for_the_allocator_unit(thin):
+    """The vmlinux's inline report under ThinLTO is ld.lld's own (``--opt-remarks-filename`` given
+    through LD): the YAML of the backend task that compiled mm/page_alloc.c, every remark of it
+    stored with the build, the allocator's functions among their callers."""
+    import re
+    from analyzer.remarks import read_remarks
+    from db.store import open_store
+    from toolchains.build import BuildOptions, layout
+    tree, shas, images, build_dir, db, _, cfg = thin
+    report = layout(tree, TC, cfg, BuildOptions()).out_dir(shas[1]) / "vmlinux.remarks"
+    text = report.read_text()
+    assert text.startswith("--- !") and "Pass:            inline" in text
+    docs = len(re.findall(r"^--- !\w+\nPass:\s+inline$", text, re.M))
+    files = Counter(m for m in re.findall(r"File:\s+'?([^',}]+)", text))
+    assert max(files, key=files.get).endswith("mm/page_alloc.c"), files.most_common(3)
+    assert len(read_remarks(report)) == docs > 100
+    with open_store(db, read_only=True) as store:
+        v = store.find_build("linux-6.1", shas[1], TC, cfg.key, "vmlinux")
+        rows = store.remarks_for(v.id)
+    assert len(rows) == docs
+    callers = {r.caller for r in rows if r.passed}
+    assert {"get_page_from_freelist", "__alloc_pages", "free_unref_page"} & callers, sorted(callers)[:20]
