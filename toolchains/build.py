@@ -100,8 +100,8 @@ def _cached(lay: Layout, sha: str, t: Target, version: str, reports: bool) -> Ta
     rep = _record_path(out, t, REPORT)
     if data.get("status") != "ok" or not obj.exists():
         return None
-    if reports and t.kind == "object" and not rep.exists():
-        return None
+    if reports and (t.kind == "object" or (t.kind == "vmlinux" and lay.config.lto)) and not rep.exists():
+        return None                  # built without its inline report (a ThinLTO vmlinux: ld.lld's)
     return TargetResult(t.spec, t.kind, "ok", "cached", f"built before ({data.get('method')})", obj,
                         rep if rep.exists() else None, log)
 
@@ -211,6 +211,9 @@ class _Job:
                 (bd / t.spec).unlink(missing_ok=True)        # never take a stale object for this commit's
                 buildstate.set_object_commit(bd, t.spec, None)
         buildstate.set_synced(bd, None)
+        if self.config.lto:                                  # ld.lld's remarks: this link's only
+            shutil.rmtree(bd / inline_report.LTO_DIR, ignore_errors=True)
+            (bd / inline_report.LTO_DIR).mkdir()
         since = time.time() - 1
         cmd = make_cmd(wt, bd, self.tc, self.config, "-k", *[t.spec for t, _ in todo], jobs=self.options.jobs)
         out = self.run(cmd)
@@ -240,6 +243,8 @@ class _Job:
             if self.options.reports and t.kind == "object":
                 rep, rsecs, rtext = self._report_compile(t)
                 text += rtext
+            elif self.options.reports and t.kind == "vmlinux" and self.config.lto:
+                rep = self._keep_lto_report(t)
             res = TargetResult(t.spec, t.kind, "ok", "kbuild", d.reason, obj, rep, self.write_log(t, text),
                                seconds=out.seconds, report_seconds=rsecs)
             results.append(self.finish(t, res, persist=True))
@@ -260,6 +265,18 @@ class _Job:
         if not got:
             return None
         tmp.replace(dest)
+        return dest
+
+    def _keep_lto_report(self, t: Target) -> Path:
+        """ld.lld's inline remarks of the allocator unit's ThinLTO backend, kept as the vmlinux's
+        report (empty when the link wrote none: the build is still complete)."""
+        dest = _record_path(self.out, t, REPORT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        if not inline_report.collect_lto(self.lay.build_dir, tmp):
+            tmp.write_text("")
+        tmp.replace(dest)
+        shutil.rmtree(self.lay.build_dir / inline_report.LTO_DIR, ignore_errors=True)
         return dest
 
     def _report_compile(self, t: Target) -> tuple[Path | None, float, str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from toolchains import presets, process
+from toolchains import inline_report, presets, process
 from toolchains.errors import BuildError
 from toolchains.locks import file_lock
 from toolchains.process import Limits, Outcome
@@ -111,8 +111,9 @@ def read_fragment(path: Path) -> tuple[str, ...]:
 
 def make_cmd(src: Path, build_dir: Path, tc: Toolchain, config: Config, *targets: str,
              jobs: int | None = None) -> list[str]:
+    lto = inline_report.lto_make_args(tc.make_vars, build_dir) if config.lto and tc.family == "clang" else []
     return ["make", "-s", "-C", str(src), f"O={build_dir}", f"ARCH={config.arch}",
-            f"-j{jobs or os.cpu_count() or 1}", *tc.make_args(), *targets]
+            f"-j{jobs or os.cpu_count() or 1}", *tc.make_args(), *lto, *targets]
 
 
 # Runs one command (argv, cwd) the way the caller wants it run: sandboxed, time- and memory-limited.
