@@ -238,14 +238,15 @@ def object_keys(vmlinux: Path, build_dir: Path, source_dir: Path | None) -> dict
         stamp = _fs_now(build_dir)
         kept: dict[str, list] = {}
         keys: dict[str, str] = {}
+        c_checked = False
         for name in names:
             obj = object_of(name, build_dir, source_dir)
             if obj is None or name is None or name in keys:
                 continue
-            if not keys and _bitcode(obj):
-                # LTO: the unit's machine code is made at the link, with code imported from other
-                # units; its .o alone does not key it. The vmlinux is decoded whole.
-                return None
+            if not c_checked and obj.suffix == ".o" and name.endswith(".c"):
+                c_checked = True        # LTO compiles every C unit to bitcode (assembly stays ELF):
+                if _bitcode(obj):       # its code is made at the link, with code imported from other
+                    return None         # units, so its .o alone does not key it; decoded whole
             digest = _object_sha256(obj, str(obj.relative_to(build_dir)), memo, kept, stamp)
             if digest is not None:
                 keys[name] = hashlib.sha256(f"{UNIT_COST_FORMAT}\0{name}\0{digest}".encode()).hexdigest()
