@@ -24,10 +24,13 @@ from toolchains.targets import DEFAULT_TARGETS
 @click.option("--target", default=DEFAULT_TARGETS[0], show_default=True)
 @click.option("--config", "config_name", default="defconfig", show_default=True, metavar="NAME",
               help="the kernel config the builds use (toolchains/configs: defconfig, allocator, tinyconfig)")
+@click.option("--lto", default="none", show_default=True, type=click.Choice(["none", "thin"]),
+              help="thin: the config built with clang ThinLTO (clang toolchains, --target vmlinux)")
 @click.option("--json", "as_json", is_flag=True, help="print the result (and every step) as JSON")
 @db_option
 def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None, outlined: bool, inlined: bool,
-               crossed_line: bool, tree: str, target: str, config_name: str, as_json: bool, db: str | None) -> None:
+               crossed_line: bool, tree: str, target: str, config_name: str, lto: str, as_json: bool,
+               db: str | None) -> None:
     """Find the first commit of A..B (first-parent) where FUNCTION starts to meet one condition.
 
     Stored results are read first; only the midpoints the search needs are built (and stored).
@@ -38,7 +41,13 @@ def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None,
     from ci.bisect import Condition, bisect, text
     from toolchains.kbuild import preset
     with one_line_errors():
-        config = preset(config_name)
+        config = preset(config_name, lto="" if lto == "none" else lto)
+        if config.lto:
+            from toolchains.build import check_lto
+            from toolchains.registry import load
+            from toolchains.targets import check_linked_only
+            check_lto(load(toolchain), config)
+            check_linked_only([target], config.lto)
         chosen = [k for k, on in (("grew_by", grew_by is not None), ("outlined", outlined), ("inlined", inlined),
                                   ("crossed_line", crossed_line)) if on]
         if len(chosen) != 1:

@@ -65,6 +65,28 @@ def test_run_lto_refuses_gcc_and_objects_in_one_line(tmp_path):
     assert not (tmp_path / "s.db").exists()        # refused before the store is opened, before any build
 
 
+def test_dashboard_rerun_and_bisect_keep_lto_and_bisect_refuses_in_one_line(tmp_path):
+    """The dashboard's re-run and bisect of a ThinLTO build ask for ThinLTO again; ``sizewatch
+    bisect --lto thin`` refuses gcc and object targets as ``run`` does."""
+    from types import SimpleNamespace as B
+    from toolchains.kbuild import preset, preset_of
+    from web.pages.actions import _config_args
+    thin = preset("allocator", lto="thin")
+    assert preset_of(thin.key) == ("allocator", "x86_64", "thin")
+    assert preset_of(preset("allocator", arch="arm64", lto="thin").key) == ("allocator", "arm64", "thin")
+    assert _config_args([B(config_key=thin.key)]) == ["--config", "allocator", "--lto", "thin"]
+    assert _config_args([B(config_key=preset("allocator").key)]) == ["--config", "allocator"]
+    assert _config_args([B(config_key=preset("defconfig", lto="thin").key)]) == ["--lto", "thin"]
+    assert _config_args([B(config_key=preset("defconfig").key)]) == []
+    for args, msg in ((("--toolchain", "gcc-12", "--target", "vmlinux"), "gcc-12 cannot build it"),
+                      (("--toolchain", TC), f"under ThinLTO {PA} is LLVM bitcode: give --targets vmlinux")):
+        p = subprocess.run([*sizewatch_cmd(), "bisect", "rmqueue", "v6.1..v6.2", "--outlined", "--config", "allocator",
+                            "--lto", "thin", "--db", str(tmp_path / "b.db"), *args],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1 and msg in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+    assert not (tmp_path / "b.db").exists()
+
+
 def test_pipeline_refuses_before_any_build(tmp_path):
     """The same refusals from ci.pipeline.run (a caller without the CLI: the bot, a script)."""
     from ci.pipeline.run import run

@@ -88,16 +88,23 @@ def preset(name: str, extra: tuple[str, ...] = (), arch: str = "x86_64", lto: st
     return Config(base.base, base.fragment + tuple(extra), base.arch, base.name) if extra else base
 
 
-def preset_name(key: str) -> str | None:
-    """The named config a stored config key was made from (``allocator-6df82ece8a`` -> allocator,
-    ``allocator-thinlto-...`` -> allocator too); None for a config with extra lines (its key is no
-    preset's)."""
+def preset_of(key: str) -> tuple[str, str, str] | None:
+    """(name, arch, lto) of the named config a stored config key was made from
+    (``allocator-arm64-thinlto-...`` -> allocator, arm64, thin); None for a config with extra lines."""
     every = [*PRESETS.items(), *((n, c) for (n, _), c in ARCH_PRESETS.items())]
     for lto in ("", *presets.LTO_MODES):
         for n, c in every:
             if (preset(n, arch=c.arch, lto=lto) if lto else c).key == key:
-                return n
+                return n, c.arch, lto
     return None
+
+
+def preset_name(key: str) -> str | None:
+    """The named config a stored config key was made from (``allocator-6df82ece8a`` -> allocator,
+    ``allocator-thinlto-...`` -> allocator too); None for a config with extra lines (its key is no
+    preset's)."""
+    got = preset_of(key)
+    return got[0] if got else None
 
 
 def read_fragment(path: Path) -> tuple[str, ...]:
