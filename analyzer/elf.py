@@ -120,6 +120,11 @@ def _sym_dtype(elfclass: int, little: bool) -> np.dtype:
                      ("info", "u1"), ("other", "u1"), ("shndx", e + "u2")])
 
 
+# LLVM bitcode: raw (``BC\xc0\xde``) or in its wrapper header (magic 0x0B17C0DE, little-endian):
+# what clang writes for every ``.o`` under -flto (a ThinLTO kernel's units).
+BITCODE_MAGIC = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
+
+
 def parse_elf(data: memoryview | bytes, name: str, real_size: int | None = None) -> ElfImage:
     """Decode the ELF header and section table, checking every range against the file size.
 
@@ -131,6 +136,9 @@ def parse_elf(data: memoryview | bytes, name: str, real_size: int | None = None)
     n = len(data)
     real = n if real_size is None else min(real_size, n)
     if n < 16 or bytes(data[:4]) != b"\x7fELF":
+        if bytes(data[:4]) in BITCODE_MAGIC:
+            raise InputError(f"{name}: LLVM bitcode, not machine code (an LTO object: ld.lld makes its code "
+                             f"when it links): compare the linked vmlinux instead")
         raise InputError(f"{name}: not an ELF file")
     ei_class, ei_data = data[4], data[5]
     if ei_class not in (1, 2) or ei_data not in (1, 2):

@@ -153,6 +153,19 @@ def source_root(unit) -> str | None:
     return posixpath.commonpath(list(paths))
 
 
+def _unit_roots(units) -> list[str | None]:
+    """Each unit's source root; units of one name share the broadest (shortest) of theirs. Under
+    LTO a backend that inlined a function imported from another file emits a small unit under that
+    file's name holding only the function's abstract DIEs: its one file would make the file's own
+    directory its root (``page_alloc.c`` rather than ``mm/page_alloc.c``), and the callee two keys."""
+    own = [source_root(u) for u in units]
+    best: dict[str, str] = {}
+    for u, r in zip(units, own):
+        if u.name and r and (u.name not in best or len(r) < len(best[u.name])):
+            best[u.name] = r
+    return [best.get(u.name, r) if u.name else r for u, r in zip(units, own)]
+
+
 def relative(path: str | None, root: str | None) -> str | None:
     """A declaring file relative to the unit's source root (see :func:`source_root`)."""
     if path and root and root != "/":
@@ -250,7 +263,8 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
     # each unit's source root, found by the offset of its first subprogram: a declaring file is
     # made relative to the root of the unit that declares it (an origin in another unit, named by
     # DW_FORM_ref_addr, is declared there)
-    roots = [(min(u.subprograms), source_root(u)) for u in dw.units if u.subprograms]
+    unit_roots = _unit_roots(dw.units)
+    roots = [(min(u.subprograms), unit_roots[i]) for i, u in enumerate(dw.units) if u.subprograms]
     roots.sort()
     root_starts = [o for o, _r in roots]
 
@@ -272,9 +286,9 @@ def attribute(path: str, dw: DwarfFacts, syms: _Symbols) -> InlineCost:
 
     spans: list[tuple[int, int]] = []              # every DWARF range: their union is what is described
 
-    for u in dw.units:
+    for i, u in enumerate(dw.units):
         unit = u.name or "?"
-        root = source_root(u)
+        root = unit_roots[i]
         unit = relative(unit, root) if unit.startswith("/") else unit
         for sp in u.subprograms.values():
             spans.extend(sp.ranges)

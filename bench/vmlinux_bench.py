@@ -17,9 +17,13 @@ first build is ~21-23 min with -j2 on a 2-core machine), on the example series
      same two files.
 
 Builds run one at a time with -j2 (``--jobs``). The private cache links the shared source tree
-and worktrees and is deleted afterwards (``--keep`` keeps it).
+and worktrees and is deleted afterwards (``--keep`` keeps it). ``--lto thin`` builds the configs
+with clang ThinLTO (issue 30: every patch relinks vmlinux.o through ThinLTO's backends, with
+ld.lld's inline remarks kept as sizewatch's pipeline does; the by-hand make gets the same LD);
+``--commits 2`` stops after patch 1.
 
     .venv/bin/python bench/vmlinux_bench.py [--toolchains gcc-12,clang-19] [--defconfig] [--skip-anchor]
+    .venv/bin/python bench/vmlinux_bench.py --toolchains clang-19 --lto thin --commits 2
 """
 from __future__ import annotations
 
@@ -46,6 +50,13 @@ from toolchains.registry import load  # noqa: E402
 from toolchains.source import cache_dir  # noqa: E402
 
 
+LTO = ""                     # --lto: "" or "thin"
+
+
+def config_of(name: str):
+    return preset(name, lto=LTO)
+
+
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -58,7 +69,7 @@ def private_cache(tree: Path, toolchains: list[str], configs: list[str]) -> Path
     (tmp / "worktrees").mkdir()
     for tc in toolchains:
         for c in configs:
-            lay = layout(tree, tc, preset(c), BuildOptions())
+            lay = layout(tree, tc, config_of(c), BuildOptions())
             lay.worktree.parent.mkdir(parents=True, exist_ok=True)
             if not lay.worktree.exists():            # first use of this (tc, config): make it once
                 with file_lock(lay.worktree_lock):
@@ -69,11 +80,11 @@ def private_cache(tree: Path, toolchains: list[str], configs: list[str]) -> Path
 
 def sizewatch_builds(tree: Path, shas: list[str], tc: str, config: str, cache: Path, jobs: int) -> list[tuple]:
     """(sha, method, seconds, vmlinux) of the base (first build) and each patch."""
-    opts = BuildOptions(cache=cache, reports=False, jobs=jobs, timeout=4 * 3600, memory=None)
+    opts = BuildOptions(cache=cache, reports=bool(LTO), jobs=jobs, timeout=4 * 3600, memory=None)
     out = []
     for sha in shas:
         t0 = time.perf_counter()
-        b = build_commit(tree, sha, tc, ["vmlinux"], preset(config), opts)
+        b = build_commit(tree, sha, tc, ["vmlinux"], config_of(config), opts)
         dt = time.perf_counter() - t0
         r = b.targets[0]
         if not r.ok:
@@ -88,15 +99,18 @@ def kbuild_by_hand(tree: Path, sha: str, tc: str, config: str, cache: Path, priv
                    jobs: int) -> tuple[float, float]:
     """``make vmlinux`` from scratch in a scratch O= dir with the .config sizewatch used, then
     ``touch mm/page_alloc.c`` and ``make vmlinux`` again: (scratch s, incremental s)."""
-    shared = layout(tree, tc, preset(config), BuildOptions())
+    shared = layout(tree, tc, config_of(config), BuildOptions())
     o = Path(tempfile.mkdtemp(prefix="anchor-", dir=cache))
     shutil.copy(private_build / ".config", o / ".config")
+    if LTO:                          # where make_cmd's LD writes ld.lld's remarks, as in sizewatch's build dir
+        from toolchains.inline_report import LTO_DIR
+        (o / LTO_DIR).mkdir()
     t = load(tc)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "KBUILD"))}
 
     def make(*targets: str) -> float:
         t0 = time.perf_counter()
-        p = subprocess.run(make_cmd(shared.worktree, o, t, preset(config), *targets, jobs=jobs),
+        p = subprocess.run(make_cmd(shared.worktree, o, t, config_of(config), *targets, jobs=jobs),
                            capture_output=True, text=True, env=env)
         if p.returncode:
             sys.exit(f"bench: make {' '.join(targets)}: {p.stderr[-500:]}")
@@ -172,15 +186,20 @@ def main() -> None:
     ap.add_argument("--skip-anchor", action="store_true", help="no make-by-hand builds (halves the time)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="keep the private cache")
+    ap.add_argument("--lto", choices=["none", "thin"], default="none", help="thin: clang ThinLTO (clang toolchains)")
+    ap.add_argument("--commits", type=int, default=3, help="the series' first N commits (2: base and patch 1)")
     ap.add_argument("--analyze-pair", nargs=2, metavar=("OLD", "NEW"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.analyze_pair:
         print(json.dumps(analyze_pair(Path(args.analyze_pair[0]), Path(args.analyze_pair[1]))))
         return
+    global LTO
+    LTO = "" if args.lto == "none" else args.lto
     tcs = [t for t in args.toolchains.split(",") if t]
     configs = ["allocator"] + (["defconfig"] if args.defconfig else [])
     tree, shas = series_commits()
-    print(f"vmlinux bench: {', '.join(tcs)} x {', '.join(configs)}, example series ({len(shas)} commits), "
+    shas = shas[:max(2, args.commits)]
+    print(f"vmlinux bench: {', '.join(tcs)} x {', '.join(configs)}{' ThinLTO' if LTO else ''}, example series ({len(shas)} commits), "
           f"-j{args.jobs}, {os.cpu_count()} cores\n  load at start: {uptime()}", flush=True)
     cache = private_cache(tree, tcs, configs)
     try:
@@ -189,7 +208,7 @@ def main() -> None:
                 print(f"  {tc} {config}:", flush=True)
                 builds = sizewatch_builds(tree, shas, tc, config, cache, args.jobs)
                 if not args.skip_anchor:
-                    lay = layout(tree, tc, preset(config), BuildOptions(cache=cache))
+                    lay = layout(tree, tc, config_of(config), BuildOptions(cache=cache))
                     scratch, incr = kbuild_by_hand(tree, shas[0], tc, config, cache, lay.build_dir, args.jobs)
                     per_patch = [b[2] for b in builds[1:]]
                     print(f"    first build / make from scratch: {builds[0][2] / scratch:.2f}x;"

@@ -26,10 +26,12 @@ from toolchains.targets import DEFAULT_TARGETS
               help="the kernel config the builds use (toolchains/configs: defconfig, allocator, tinyconfig)")
 @click.option("--arch", default="x86_64", show_default=True, type=click.Choice(["x86_64", "arm64"]),
               help="the kernel's architecture (arm64: the config's arm64 twin, a cross gcc or clang's arm64 target)")
+@click.option("--lto", default="none", show_default=True, type=click.Choice(["none", "thin"]),
+              help="thin: the config built with clang ThinLTO (clang toolchains, --target vmlinux)")
 @click.option("--json", "as_json", is_flag=True, help="print the result (and every step) as JSON")
 @db_option
 def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None, outlined: bool, inlined: bool,
-               crossed_line: bool, tree: str, target: str, config_name: str, arch: str, as_json: bool,
+               crossed_line: bool, tree: str, target: str, config_name: str, arch: str, lto: str, as_json: bool,
                db: str | None) -> None:
     """Find the first commit of A..B (first-parent) where FUNCTION starts to meet one condition.
 
@@ -41,7 +43,13 @@ def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None,
     from ci.bisect import Condition, bisect, text
     from toolchains.kbuild import preset
     with one_line_errors():
-        config = preset(config_name, arch=arch)
+        config = preset(config_name, arch=arch, lto="" if lto == "none" else lto)
+        if config.lto:
+            from toolchains.build import check_lto
+            from toolchains.registry import load
+            from toolchains.targets import check_linked_only
+            check_lto(load(toolchain, arch), config)
+            check_linked_only([target], config.lto)
         chosen = [k for k, on in (("grew_by", grew_by is not None), ("outlined", outlined), ("inlined", inlined),
                                   ("crossed_line", crossed_line)) if on]
         if len(chosen) != 1:

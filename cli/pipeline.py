@@ -43,6 +43,9 @@ def _runtime(instructions: float, percent: float, lines: int):
 @click.option("--arch", default="x86_64", show_default=True, type=click.Choice(["x86_64", "arm64"]),
               help="the kernel's architecture: arm64 builds with Debian's cross gcc (gcc-N-aarch64-linux-gnu) "
                    "or clang's arm64 target, from the config's arm64 twin (toolchains/configs/arm64/)")
+@click.option("--lto", default="none", show_default=True, type=click.Choice(["none", "thin"]),
+              help="thin: the config built with clang ThinLTO (CONFIG_LTO_CLANG_THIN; clang toolchains only); "
+                   "its .o files are LLVM bitcode, so only --targets vmlinux is analysed")
 @click.option("--keep-vmlinux", default=3, show_default=True, metavar="N",
               help="keep the vmlinux files of the N newest builds per toolchain and config in the cache "
                    "(the store keeps symbols, sections and facts of every build)")
@@ -64,7 +67,7 @@ def _runtime(instructions: float, percent: float, lines: int):
               help="with --queue: a job failing N times is parked and reported, not retried again")
 @db_option
 def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None, toolchains: str,
-            targets: str, config_name: str, arch: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
+            targets: str, config_name: str, arch: str, lto: str, keep_vmlinux: int, cost_mcpu: str, cost_lines: int,
             cost_cycles_percent: float, measure_spec: str | None, runtime_instructions: float,
             runtime_percent: float, runtime_lines: int, as_json: bool, as_md: bool,
             queue_url: str | None, attempts: int, db: str | None) -> None:
@@ -92,10 +95,16 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             from toolchains.git import split_range
             split_range(commits)             # a bad range fails before any work
         from toolchains.kbuild import preset
-        from toolchains.targets import parse
-        config = preset(config_name, arch=arch)
+        from toolchains.targets import check_linked_only, parse
+        config = preset(config_name, arch=arch, lto="" if lto == "none" else lto)
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
+        if config.lto:
+            from toolchains.build import check_lto
+            from toolchains.registry import load
+            for tc in split(toolchains):
+                check_lto(load(tc, arch), config)        # gcc cannot build ThinLTO: before the store opens
+            check_linked_only(split(targets), config.lto)
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
         runtime = _runtime(runtime_instructions, runtime_percent, runtime_lines)
         measure = None

@@ -59,6 +59,14 @@ def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
         return tc, _versions[key]
 
 
+def check_lto(tc: Toolchain, config: Config) -> None:
+    """A ThinLTO config is clang's (CONFIG_LTO_CLANG_THIN needs clang, ld.lld and LLVM's
+    assembler): gcc is refused in one line."""
+    if config.lto and tc.family != "clang":
+        raise BuildError(f"--lto {config.lto}: ThinLTO is clang's (CONFIG_LTO_CLANG_THIN): "
+                         f"{tc.name} cannot build it; give --toolchains clang-19")
+
+
 def nm_for(tc: Toolchain) -> str:
     llvm = tc.make_vars.get("LLVM")
     if llvm is None:
@@ -92,8 +100,8 @@ def _cached(lay: Layout, sha: str, t: Target, version: str, reports: bool) -> Ta
     rep = _record_path(out, t, REPORT)
     if data.get("status") != "ok" or not obj.exists():
         return None
-    if reports and t.kind == "object" and not rep.exists():
-        return None
+    if reports and (t.kind == "object" or (t.kind == "vmlinux" and lay.config.lto)) and not rep.exists():
+        return None                  # built without its inline report (a ThinLTO vmlinux: ld.lld's)
     return TargetResult(t.spec, t.kind, "ok", "cached", f"built before ({data.get('method')})", obj,
                         rep if rep.exists() else None, log)
 
@@ -203,6 +211,9 @@ class _Job:
                 (bd / t.spec).unlink(missing_ok=True)        # never take a stale object for this commit's
                 buildstate.set_object_commit(bd, t.spec, None)
         buildstate.set_synced(bd, None)
+        if self.config.lto:                                  # ld.lld's remarks: this link's only
+            shutil.rmtree(bd / inline_report.LTO_DIR, ignore_errors=True)
+            (bd / inline_report.LTO_DIR).mkdir()
         since = time.time() - 1
         cmd = make_cmd(wt, bd, self.tc, self.config, "-k", *[t.spec for t, _ in todo], jobs=self.options.jobs)
         out = self.run(cmd)
@@ -232,6 +243,8 @@ class _Job:
             if self.options.reports and t.kind == "object":
                 rep, rsecs, rtext = self._report_compile(t)
                 text += rtext
+            elif self.options.reports and t.kind == "vmlinux" and self.config.lto:
+                rep = self._keep_lto_report(t)
             res = TargetResult(t.spec, t.kind, "ok", "kbuild", d.reason, obj, rep, self.write_log(t, text),
                                seconds=out.seconds, report_seconds=rsecs)
             results.append(self.finish(t, res, persist=True))
@@ -254,6 +267,18 @@ class _Job:
         tmp.replace(dest)
         return dest
 
+    def _keep_lto_report(self, t: Target) -> Path:
+        """ld.lld's inline remarks of the allocator unit's ThinLTO backend, kept as the vmlinux's
+        report (empty when the link wrote none: the build is still complete)."""
+        dest = _record_path(self.out, t, REPORT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        if not inline_report.collect_lto(self.lay.build_dir, tmp):
+            tmp.write_text("")
+        tmp.replace(dest)
+        shutil.rmtree(self.lay.build_dir / inline_report.LTO_DIR, ignore_errors=True)
+        return dest
+
     def _report_compile(self, t: Target) -> tuple[Path | None, float, str]:
         """The inline report for an object make just built: its (fresh) command again, with the
         report flags, into a scratch dir (the kept object stays make's own)."""
@@ -274,6 +299,7 @@ def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], confi
                  options: BuildOptions = BuildOptions(), events: Events = lambda e: None) -> CommitBuild:
     """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain``."""
     tc, version = toolchain_info(toolchain, config.arch)
+    check_lto(tc, config)
     tlist = [parse(t) for t in targets]
     lay = layout(tree, tc.name, config, options)
     t0 = time.monotonic()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from toolchains import presets, process
+from toolchains import inline_report, presets, process
 from toolchains.errors import BuildError
 from toolchains.locks import file_lock
 from toolchains.process import Limits, Outcome
@@ -28,6 +28,7 @@ DEFAULT_FRAGMENT = presets.load("defconfig")[1]
 # tinyconfig made 64-bit with DWARF5 debug info (the debug-info choice needs DEBUG_KERNEL there).
 TINY_FRAGMENT = presets.load("tinyconfig")[1]
 STAMP = ".sizewatch-prepared"
+LTO_THIN = "CONFIG_LTO_CLANG_THIN=y"
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,20 @@ class Config:
     name: str = ""             # the named config it is (allocator...); the key starts with it
 
     @property
+    def lto(self) -> str:
+        """``thin`` when the config builds a clang ThinLTO kernel (its per-unit ``.o`` files are LLVM
+        bitcode: only a linked vmlinux is machine code), else ``""``."""
+        return "thin" if LTO_THIN in self.fragment else ""
+
+    @property
     def key(self) -> str:
         """What build dirs and stored builds are keyed by: the config's name (with the arch when it
-        is not x86_64, whose keys predate arches) and a hash of everything that makes it."""
+        is not x86_64, whose keys predate arches; with ``thinlto`` under ThinLTO) and a hash of
+        everything that makes it: ``allocator-6df82ece8a``, ``allocator-arm64-thinlto-...``."""
         h = hashlib.sha256("\n".join((self.arch, self.base, *self.fragment)).encode()).hexdigest()
         arch = "" if self.arch == "x86_64" else f"{self.arch}-"
-        return f"{self.name or self.base}-{arch}{h[:10]}"
+        lto = f"{self.lto}lto-" if self.lto else ""
+        return f"{self.name or self.base}-{arch}{lto}{h[:10]}"
 
 
 def _named(name: str, arch: str = "x86_64") -> Config:
@@ -60,9 +69,9 @@ ARCH_PRESETS = {(name, arch): _named(name, arch) for arch in ARCHES if arch != "
                 for name in presets.names(presets.arch_dir(arch))}
 
 
-def preset(name: str, extra: tuple[str, ...] = (), arch: str = "x86_64") -> Config:
+def preset(name: str, extra: tuple[str, ...] = (), arch: str = "x86_64", lto: str = "") -> Config:
     """A named config (defconfig, tinyconfig, allocator) for ``arch``, with extra fragment lines
-    appended."""
+    appended; ``lto="thin"``: with ``configs/lto/thin.fragment`` (clang ThinLTO) after them."""
     if arch not in ARCHES:
         raise BuildError(f"unknown arch {arch!r} (known: {', '.join(ARCHES)})")
     if arch == "x86_64":
@@ -74,14 +83,28 @@ def preset(name: str, extra: tuple[str, ...] = (), arch: str = "x86_64") -> Conf
         if base is None:
             known = ", ".join(n for n, a in ARCH_PRESETS if a == arch)
             raise BuildError(f"unknown config {name!r} for {arch} (known: {known})")
+    if lto:
+        extra = tuple(extra) + tuple(ln for ln in presets.lto_fragment(lto) if ln not in extra)
     return Config(base.base, base.fragment + tuple(extra), base.arch, base.name) if extra else base
 
 
+def preset_of(key: str) -> tuple[str, str, str] | None:
+    """(name, arch, lto) of the named config a stored config key was made from
+    (``allocator-arm64-thinlto-...`` -> allocator, arm64, thin); None for a config with extra lines."""
+    every = [*PRESETS.items(), *((n, c) for (n, _), c in ARCH_PRESETS.items())]
+    for lto in ("", *presets.LTO_MODES):
+        for n, c in every:
+            if (preset(n, arch=c.arch, lto=lto) if lto else c).key == key:
+                return n, c.arch, lto
+    return None
+
+
 def preset_name(key: str) -> str | None:
-    """The named config a stored config key was made from (``allocator-6df82ece8a`` -> allocator);
-    None for a config with extra lines (its key is no preset's)."""
-    return next((n for n, c in PRESETS.items() if c.key == key), None) or \
-        next((n for (n, _), c in ARCH_PRESETS.items() if c.key == key), None)
+    """The named config a stored config key was made from (``allocator-6df82ece8a`` -> allocator,
+    ``allocator-thinlto-...`` -> allocator too); None for a config with extra lines (its key is no
+    preset's)."""
+    got = preset_of(key)
+    return got[0] if got else None
 
 
 def read_fragment(path: Path) -> tuple[str, ...]:
@@ -95,8 +118,9 @@ def read_fragment(path: Path) -> tuple[str, ...]:
 
 def make_cmd(src: Path, build_dir: Path, tc: Toolchain, config: Config, *targets: str,
              jobs: int | None = None) -> list[str]:
+    lto = inline_report.lto_make_args(tc.make_vars, build_dir) if config.lto and tc.family == "clang" else []
     return ["make", "-s", "-C", str(src), f"O={build_dir}", f"ARCH={config.arch}",
-            f"-j{jobs or os.cpu_count() or 1}", *tc.make_args(), *targets]
+            f"-j{jobs or os.cpu_count() or 1}", *tc.make_args(), *lto, *targets]
 
 
 # Runs one command (argv, cwd) the way the caller wants it run: sandboxed, time- and memory-limited.

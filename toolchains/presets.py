@@ -41,6 +41,18 @@ def fragment_lines(text: str, where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+LTO_MODES = ("thin",)                                          # --lto: configs/lto/<mode>.fragment
+
+
+def lto_fragment(mode: str, root: Path = CONFIGS) -> tuple[str, ...]:
+    """The lines ``--lto MODE`` appends to a named config (``configs/lto/thin.fragment``: ThinLTO,
+    with the reason for each line); an unknown mode is a one-line error."""
+    if mode not in LTO_MODES:
+        raise BuildError(f"unknown --lto {mode!r} (known: {', '.join(LTO_MODES)})")
+    path = root / "lto" / f"{mode}.fragment"
+    return fragment_lines(path.read_text(), str(path))
+
+
 def load(name: str, root: Path = CONFIGS) -> tuple[str, tuple[str, ...]]:
     """(base target, fragment lines) of the named config; an unknown name is a one-line error."""
     path = root / f"{name}.config"

@@ -58,6 +58,17 @@ def parse(spec: str) -> Target:
     raise BuildError(f"bad target {spec!r}: objects end in .o, directories in / (mm/page_alloc.o, mm/, vmlinux)")
 
 
+def check_linked_only(specs: list[str], lto: str) -> None:
+    """Under LTO (``lto``: ``thin``) every per-unit ``.o`` is LLVM bitcode, so only a linked vmlinux
+    can be analysed: an object or directory target is refused in one line, before any build."""
+    if not lto:
+        return
+    for spec in specs:
+        t = parse(spec)
+        if t.kind != "vmlinux":
+            raise BuildError(f"under ThinLTO {t.spec} is LLVM bitcode: give --targets vmlinux")
+
+
 def archive_members(archive: Path, cwd: Path) -> list[str]:
     """Member paths of a thin archive as ``ar t`` run in ``cwd`` lists them (relative to ``cwd``:
     the archive itself stores them relative to its own directory)."""

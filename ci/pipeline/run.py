@@ -37,7 +37,8 @@ from toolchains.retention import DEFAULT_KEEP, touch
 from toolchains.mca import DEFAULT_MCPU, check_cpu
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.source import Tree, open_tree
-from toolchains.targets import DEFAULT_TARGETS
+from toolchains.build import check_lto
+from toolchains.targets import DEFAULT_TARGETS, check_linked_only
 
 
 @dataclass
@@ -306,7 +307,11 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
         from ci.pipeline.measure import check_available
         check_available()
     for tc in toolchains:
-        builder.toolchain_info(tc, config.arch if config else "x86_64")   # unknown or missing toolchains fail before any work
+        info, _ = builder.toolchain_info(tc, config.arch if config else "x86_64")   # unknown or missing toolchains fail before any work
+        if config is not None:
+            check_lto(info, config)          # ThinLTO is clang's
+    if config is not None:
+        check_linked_only(targets, config.lto)    # under LTO the .o files are bitcode: vmlinux only
     tree = open_tree(tree_spec)
     if mbox is not None:
         plan = plan_series(store, tree, mbox, base)

@@ -6,6 +6,8 @@ changed ``.o``: a unit's key is the SHA-256 of ``<build_dir>/<unit>.o`` (with th
 :data:`analyzer.inline_units.UNIT_COST_FORMAT`), taken only while the build dir is locked and its
 ``vmlinux`` is the very file analysed (same GNU build-id), so the objects hashed are the ones linked.
 Units without an object there (generated or missing) have no key and are decoded each time.
+Under LTO (the objects are LLVM bitcode) nothing is keyed: a unit's code is made at the link with
+code imported from other units, so its .o alone does not determine it; the vmlinux is decoded whole.
 The digests are remembered under the cache with each object's stat, so only objects kbuild
 rewrote are read again (:func:`object_keys`).
 
@@ -29,7 +31,7 @@ import struct
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from analyzer.elf import load_images
+from analyzer.elf import BITCODE_MAGIC, load_images
 from analyzer.errors import InputError
 from analyzer.files import read_input
 from analyzer.inline_units import UNIT_COST_FORMAT, UnitCost, unit_names
@@ -236,10 +238,15 @@ def object_keys(vmlinux: Path, build_dir: Path, source_dir: Path | None) -> dict
         stamp = _fs_now(build_dir)
         kept: dict[str, list] = {}
         keys: dict[str, str] = {}
+        c_checked = False
         for name in names:
             obj = object_of(name, build_dir, source_dir)
             if obj is None or name is None or name in keys:
                 continue
+            if not c_checked and obj.suffix == ".o" and name.endswith(".c"):
+                c_checked = True        # LTO compiles every C unit to bitcode (assembly stays ELF):
+                if _bitcode(obj):       # its code is made at the link, with code imported from other
+                    return None         # units, so its .o alone does not key it; decoded whole
             digest = _object_sha256(obj, str(obj.relative_to(build_dir)), memo, kept, stamp)
             if digest is not None:
                 keys[name] = hashlib.sha256(f"{UNIT_COST_FORMAT}\0{name}\0{digest}".encode()).hexdigest()
@@ -247,6 +254,19 @@ def object_keys(vmlinux: Path, build_dir: Path, source_dir: Path | None) -> dict
             return None
         _write_hashes(memo_path, kept)
         return keys
+
+
+def _bitcode(obj: Path) -> bool:
+    """The object is LLVM bitcode (an LTO build's unit), not machine code."""
+    try:
+        fd = os.open(obj, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode) and f.read(4) in BITCODE_MAGIC
+        except OSError:
+            return False
 
 
 def _fs_now(directory: Path) -> int | None:

@@ -58,10 +58,14 @@ def _rerun_args(store: Store, commit: Commit) -> list[str]:
 
 def _config_args(builds) -> list[str]:
     """``--config NAME`` when the stored builds used one named config other than the default (a
-    re-run or bisect of an ``allocator`` commit builds ``allocator`` again, not defconfig)."""
-    from toolchains.kbuild import preset_name
-    names = {preset_name(b.config_key) for b in builds}
-    return ["--config", names.pop()] if len(names) == 1 and None not in names and names != {"defconfig"} else []
+    re-run or bisect of an ``allocator`` commit builds ``allocator`` again, not defconfig), with
+    ``--lto thin`` when that config was built with ThinLTO."""
+    from toolchains.kbuild import preset_of
+    got = {preset_of(b.config_key) for b in builds}
+    if len(got) != 1 or None in got:
+        return []
+    name, _arch, lto = got.pop()
+    return ([] if name == "defconfig" else ["--config", name]) + (["--lto", lto] if lto else [])
 
 
 def start_rerun(rev: str) -> tuple[Job, bool]:
