@@ -125,6 +125,9 @@ def check_store_file(path: Path, must_exist: bool = False) -> None:
                          f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); left untouched")
 
 
+MAX_BUNDLE = 64 * 1024 * 1024       # bytes of one git bundle (0018's CHECK says the same)
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -143,6 +146,15 @@ class Store(ABC):
     # --- writes -------------------------------------------------------------------------------
     @abstractmethod
     def ensure_tree(self, name: str, path: str = "", url: str = "") -> int: ...
+
+    @abstractmethod
+    def record_bundle(self, tree: str, sha: str, base_sha: str, data: bytes) -> None:
+        """Keep the git bundle of ``base_sha..sha`` of ``tree`` (0018) for workers whose own tree lacks
+        ``sha``; one written before for the key is kept (a sha names its content)."""
+
+    @abstractmethod
+    def bundle_for(self, tree: str, sha: str) -> bytes | None:
+        """The git bundle ``record_bundle`` kept for (tree, sha), else None."""
 
     @abstractmethod
     def record_commits(self, tree: str, commits: Iterable[Commit]) -> None:
@@ -520,6 +532,19 @@ class SqliteStore(Store):
     def ensure_tree(self, name: str, path: str = "", url: str = "") -> int:
         with self._tx() as conn:
             return self._tree_id(conn, name, path, url)
+
+    def record_bundle(self, tree: str, sha: str, base_sha: str, data: bytes) -> None:
+        if len(data) > MAX_BUNDLE:
+            raise StoreError(f"the bundle of {sha[:12]} is {len(data)} bytes, over the {MAX_BUNDLE} a store keeps")
+        with self._tx() as conn:
+            conn.execute("INSERT OR IGNORE INTO git_bundles(tree_id, sha, base_sha, size, bundle, created_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", (self._tree_id(conn, tree), sha, base_sha, len(data), data, _now()))
+
+    @_retry_busy
+    def bundle_for(self, tree: str, sha: str) -> bytes | None:
+        row = self._conn().execute("SELECT g.bundle FROM git_bundles g JOIN trees t ON t.id = g.tree_id "
+                                   "WHERE t.name = ? AND g.sha = ?", (tree, sha)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def record_commits(self, tree: str, commits: Iterable[Commit]) -> None:
         with self._tx() as conn:
