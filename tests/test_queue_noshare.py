@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from buildtrees import commit_on, git
+from isolation import isolated
+from test_queue import redis  # noqa: F401  (the fixture)
 from ci.pipeline.run import BuildJob
 from ci.queue.names import QueueError
 from ci.queue.trees import local_tree, publish
@@ -130,3 +132,73 @@ def test_the_store_keeps_bundles_up_to_64_mib(store_db):
         assert st.bundle_for("linux-6.1", "c" * 40) is None and st.bundle_for("linux-6.2", "a" * 40) is None
         with pytest.raises(StoreError, match="over the 67108864"):
             st.record_bundle("linux-6.1", "d" * 40, "b" * 40, bytes(MAX_BUNDLE + 1))
+
+
+# --- the example series through two workers that share no disk --------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.kernel
+@pytest.mark.timeout(3600)
+def test_example_series_through_two_workers_without_a_shared_disk(example_store, redis, pg_url, tmp_path):
+    """Each worker has only the Redis URL, the store's URL and its own disk: the coordinator's cache
+    (its tree with the series applied, its build dirs), ~/.cache and the other worker's directory are
+    empty tmpfs to it. Each unpacks its own Debian tree, fetches the series from the store's bundles and
+    builds its toolchain's three commits; the report is the in-process run's on sqlite, byte for byte."""
+    from conftest import EXAMPLE_MBOX, sizewatch_cmd
+    from test_pg_store import _first_difference, _without_times, sw
+    from test_queue import coordinator, finished, kill_tree, logs, make_store, status, wait_for
+    from toolchains.source import cache_dir
+    ref_db, ref = example_store
+    coord_cache = cache_dir()
+    dirs = {tc: tmp_path / f"worker-{tc}" for tc in ("gcc-12", "clang-19")}
+    make_store(pg_url)
+    procs = []
+    for d in dirs.values():
+        (d / "home").mkdir(parents=True)             # all made before any is hidden from the other
+    try:
+        for i, (tc, d) in enumerate(dirs.items()):
+            hide = [coord_cache, Path.home() / ".cache", *(o for o in dirs.values() if o != d)]
+            env = {**os.environ, "HOME": str(d / "home"), "SIZEWATCH_CACHE": str(d / "cache")}
+            probe = subprocess.run(isolated(["sh", "-c", 'test ! -e "$0/linux-6.1" && find "$@" -mindepth 1',
+                                             str(coord_cache), str(Path.home() / ".cache"), *map(str, hide[2:])],
+                                            hide), capture_output=True, text=True, env=env)
+            assert probe.returncode == 0 and probe.stdout == "", probe       # nothing of theirs to see
+            cmd = [*sizewatch_cmd(), "worker", "--toolchains", tc, "--redis", redis.url, "--db", pg_url,
+                   "--heartbeat", "5"]
+            with open(tmp_path / f"worker{i}.log", "w") as log:
+                procs.append(subprocess.Popen(isolated(cmd, hide), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                              start_new_session=True))
+        wait_for(lambda: len(status(redis)["workers"]) == 2, what="two workers registered")
+        p = coordinator(["--series", EXAMPLE_MBOX, "--toolchains", "gcc-12,clang-19"], pg_url, redis, tmp_path)
+        rc, out, err = finished(p, tmp_path, timeout=3000)
+        assert rc == 0, err + logs(tmp_path)
+        assert "6 built, 0 re-analyzed, 0 already stored, 0 failed" in err
+        assert "queue: 2 commit(s) written to the store as git bundles" in err
+        assert out == ref.stdout, logs(tmp_path)                  # the report, byte for byte
+        a, b = sw("report", "1", "--json", "--db", ref_db), sw("report", "1", "--json", "--db", pg_url)
+        assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+        a_doc, b_doc = (_without_times(__import__("json").loads(x.stdout)) for x in (a, b))
+        assert b_doc == a_doc, _first_difference(a_doc, b_doc)
+        st = status(redis)
+        assert sorted(w["done"] for w in st["workers"]) == [3, 3] and not st["parked"]
+        # each built in its own tree, fetched from the store: the series' two commits, its own objects
+        with open_store(ref_db, read_only=True) as ref_store:
+            (series,) = ref_store.list_series()
+        patches = [pt.commit_sha for pt in series.patches]
+        for tc, d in dirs.items():
+            tree = d / "cache" / "linux-6.1"
+            assert sorted(git(tree, "for-each-ref", "--format=%(objectname)", REF).split()) == sorted(patches)
+            for sha in [series.base_sha, *patches]:
+                assert list((d / "cache" / "objects" / tc).glob(f"*/{sha}/mm/page_alloc.o")), (tc, sha)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 15)
+        for proc in procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                kill_tree(proc.pid)
+                proc.wait()
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)      # gigabytes: two kernel trees and their build dirs
