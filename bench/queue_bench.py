@@ -10,8 +10,8 @@
    them each that share no disk with the coordinator nor with each other ("no shared disk": each in a
    mount namespace of its own with empty tmpfs over the coordinator's cache, ~/.cache and the other's
    directory; its own Debian tree, unpacked before timing, the commits fetched from the store's git
-   bundles while timed; its own build dirs, copied in and warmed up on the range's first commit before
-   timing, as the others' are). Printed: wall times, speed-up over in-process, and
+   bundles while timed (the range's first commit already in the warm-up); its worktrees checked out
+   in a warm-up, then its build dirs copied in as the others' are). Printed: wall times, speed-up over in-process, and
    the queue's overhead per job (with one worker the jobs run one after another: the run's wall
    time minus the jobs' own execution times (RQ's started/ended stamps), per job).
 2. Simulation: W worker processes (the real worker class and coordinator, ``ci.queue``) run
@@ -127,7 +127,7 @@ def start_workers(n: int, toolchains: list[str], redis_url: str, db: Path, env: 
 
 def noshare_caches(toolchains: list[str], workdir: Path) -> dict[str, Path]:
     """Two worker directories (cache, home) of their own, each given half the toolchains: its own Debian
-    tree (``ensure_source``, unpacked here side by side, untimed) and the prepared build dirs copied in."""
+    tree (``ensure_source``, unpacked here side by side, untimed)."""
     dirs = {f"noshare-{i}": workdir / f"noshare-{i}" for i in range(2)}
     procs = []
     for d in dirs.values():
@@ -136,8 +136,6 @@ def noshare_caches(toolchains: list[str], workdir: Path) -> dict[str, Path]:
                                        "ensure_source('6.1')"], env={**os.environ, "SIZEWATCH_CACHE": str(d / "cache")}))
     if any(p.wait() for p in procs):
         sys.exit("bench: a worker's own Debian tree could not be made")
-    for i, d in enumerate(dirs.values()):
-        reset(d / "cache", toolchains[i::2])
     return dirs
 
 
@@ -166,12 +164,11 @@ def start_noshare_workers(toolchains: list[str], redis_url: str, db: Path, env: 
     return procs
 
 
-def reset_noshare(dirs: dict[str, Path]) -> None:
-    """Nothing built in the workers' own caches: no kept objects, the target gone from their build dirs."""
-    for d in dirs.values():
-        shutil.rmtree(d / "cache" / "objects", ignore_errors=True)
-        for b in (d / "cache" / "build").glob("*"):
-            (b / TARGET).unlink(missing_ok=True)
+def reset_noshare(dirs: dict[str, Path], toolchains: list[str]) -> None:
+    """The workers' own caches in the state every other run starts from (``reset``): no kept objects,
+    the build dirs copied again from the shared cache; their worktrees stay checked out."""
+    for i, d in enumerate(dirs.values()):
+        reset(d / "cache", toolchains[i::2])
 
 
 def stop_workers(procs: list) -> None:
@@ -235,23 +232,25 @@ def bench_real(commits: int, toolchains: list[str], workdir: Path,
             from db.store import open_store
             open_store(db).close()
             redis = RedisServer(workdir / f"redis-{tag}") if n else None
-            if noshare:
-                dirs = noshare_caches(toolchains, workdir)
-                procs = start_noshare_workers(toolchains, redis.url, db, env, workdir, dirs, cache)
-                # warm-up as the private cache had: each worker's worktree checked out, its build dir used
-                warm = subprocess.run([SW, "run", f"{base}..{shas[0]}", "--toolchains", ",".join(toolchains),
-                                       "--targets", TARGET, "--db", str(db), "--queue", redis.url],
-                                      capture_output=True, text=True, env=env)
-                if warm.returncode not in (0, 1):
-                    sys.exit(f"bench: the no-shared-disk warm-up failed: {warm.stderr[-800:]}")
-                reset_noshare(dirs)
-                db = workdir / f"store-{tag}-timed.db"
-                open_store(db).close()
-                stop_workers(procs)
-                procs = start_noshare_workers(toolchains, redis.url, db, env, workdir, dirs, cache)
-            else:
-                procs = start_workers(n, toolchains, redis.url, db, env, workdir, split) if redis else []
+            procs: list = []
             try:
+                if noshare:
+                    dirs = noshare_caches(toolchains, workdir)
+                    reset_noshare(dirs, toolchains)
+                    procs = start_noshare_workers(toolchains, redis.url, db, env, workdir, dirs, cache)
+                    # warm-up as the private cache had: each worker's worktree checked out, its build dir used
+                    warm = subprocess.run([SW, "run", f"{base}..{shas[0]}", "--toolchains", ",".join(toolchains),
+                                           "--targets", TARGET, "--db", str(db), "--queue", redis.url],
+                                          capture_output=True, text=True, env=env)
+                    if warm.returncode not in (0, 1):
+                        sys.exit(f"bench: the no-shared-disk warm-up failed: {warm.stderr[-800:]}")
+                    stop_workers(procs)
+                    reset_noshare(dirs, toolchains)
+                    db = workdir / f"store-{tag}-timed.db"
+                    open_store(db).close()
+                    procs = start_noshare_workers(toolchains, redis.url, db, env, workdir, dirs, cache)
+                else:
+                    procs = start_workers(n, toolchains, redis.url, db, env, workdir, split) if redis else []
                 before = load()
                 t0 = time.perf_counter()
                 args = [SW, "run", spec, "--toolchains", ",".join(toolchains), "--targets", TARGET, "--db", str(db)]
