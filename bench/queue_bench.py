@@ -6,7 +6,12 @@
    object kept, an empty store): ``sizewatch run`` in-process (the anchor), then ``--queue`` with 1
    and with 2 ``sizewatch worker`` processes holding every toolchain, and 2 holding half of them
    each ("split": on one host workers share the per-toolchain build dirs, so two workers on one
-   toolchain take turns at its lock, as in-process builds of one toolchain do). Printed: wall times, speed-up over in-process, and
+   toolchain take turns at its lock, as in-process builds of one toolchain do), and 2 holding half of
+   them each that share no disk with the coordinator nor with each other ("no shared disk": each in a
+   mount namespace of its own with empty tmpfs over the coordinator's cache, ~/.cache and the other's
+   directory; its own Debian tree, unpacked before timing, the commits fetched from the store's git
+   bundles while timed (the range's first commit already in the warm-up); its worktrees checked out
+   in a warm-up, then its build dirs copied in as the others' are). Printed: wall times, speed-up over in-process, and
    the queue's overhead per job (with one worker the jobs run one after another: the run's wall
    time minus the jobs' own execution times (RQ's started/ended stamps), per job).
 2. Simulation: W worker processes (the real worker class and coordinator, ``ci.queue``) run
@@ -18,7 +23,7 @@
    and the headroom over a list's peak (200 series/day × 8 toolchains × (3 patches + base)).
 
     .venv/bin/python bench/queue_bench.py [--commits 20] [--toolchains gcc-11,gcc-12,clang-14,clang-19]
-                                          [--skip-real] [--sim-workers 64] [--sim-series 60] [--compress 100]
+                                          [--modes in-process,1,2,split,noshare] [--skip-real] [--sim-workers 64] [--sim-series 60] [--compress 100]
 """
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-SW = str(ROOT / ".venv/bin/sizewatch")
+SW = str(ROOT / ".venv/bin/sizewatch") if (ROOT / ".venv/bin/sizewatch").exists() else \
+    shutil.which("sizewatch", path=str(Path(sys.executable).parent)) or "sizewatch"     # a worktree: its venv's
 TARGET = "mm/page_alloc.o"
 
 
@@ -119,6 +125,52 @@ def start_workers(n: int, toolchains: list[str], redis_url: str, db: Path, env: 
     return procs
 
 
+def noshare_caches(toolchains: list[str], workdir: Path) -> dict[str, Path]:
+    """Two worker directories (cache, home) of their own, each given half the toolchains: its own Debian
+    tree (``ensure_source``, unpacked here side by side, untimed)."""
+    dirs = {f"noshare-{i}": workdir / f"noshare-{i}" for i in range(2)}
+    procs = []
+    for d in dirs.values():
+        (d / "home").mkdir(parents=True, exist_ok=True)
+        procs.append(subprocess.Popen([sys.executable, "-c", "from toolchains.source import ensure_source; "
+                                       "ensure_source('6.1')"], env={**os.environ, "SIZEWATCH_CACHE": str(d / "cache")}))
+    if any(p.wait() for p in procs):
+        sys.exit("bench: a worker's own Debian tree could not be made")
+    return dirs
+
+
+def start_noshare_workers(toolchains: list[str], redis_url: str, db: Path, env: dict, logdir: Path,
+                          dirs: dict[str, Path], coord_cache: Path) -> list:
+    """One worker per directory of ``noshare_caches``, holding its half of the toolchains, that sees
+    none of the coordinator's cache, ~/.cache (the shared cache) nor the other worker's directory."""
+    from isolation import isolated
+    from toolchains.source import cache_dir
+    procs = []
+    for i, d in enumerate(dirs.values()):
+        hide = [coord_cache, cache_dir(), Path.home() / ".cache", *(o for o in dirs.values() if o != d)]
+        log = open(logdir / f"noshare-worker{i}.log", "w")
+        cmd = [SW, "worker", "--toolchains", ",".join(toolchains[i::2]), "--redis", redis_url, "--db", str(db)]
+        procs.append(subprocess.Popen(isolated(cmd, hide), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                      env={**env, "SIZEWATCH_CACHE": str(d / "cache"), "HOME": str(d / "home")}))
+        log.close()
+    from redis import Redis
+    from rq.worker import Worker
+    conn = Redis.from_url(redis_url)
+    deadline = time.monotonic() + 120
+    while len(Worker.all(connection=conn)) < len(procs):
+        if time.monotonic() > deadline:
+            sys.exit("bench: workers did not register")
+        time.sleep(0.1)
+    return procs
+
+
+def reset_noshare(dirs: dict[str, Path], toolchains: list[str]) -> None:
+    """The workers' own caches in the state every other run starts from (``reset``): no kept objects,
+    the build dirs copied again from the shared cache; their worktrees stay checked out."""
+    for i, d in enumerate(dirs.values()):
+        reset(d / "cache", toolchains[i::2])
+
+
 def stop_workers(procs: list) -> None:
     for p in procs:
         if p.poll() is None:
@@ -147,7 +199,13 @@ def job_times(redis_url: str) -> list[float]:
     return out
 
 
-def bench_real(commits: int, toolchains: list[str], workdir: Path) -> list[float]:
+MODES = {"in-process": ("in-process", 0, False), "1": ("queue, 1 worker", 1, False),
+         "2": ("queue, 2 workers", 2, False), "split": ("queue, 2 split", 2, True),
+         "noshare": ("queue, 2 split, no shared disk", 2, True)}
+
+
+def bench_real(commits: int, toolchains: list[str], workdir: Path,
+               names: tuple[str, ...] = ("in-process", "1", "2", "split", "noshare")) -> list[float]:
     from redisserver import RedisServer
     tree, base, shas = make_range(commits)
     spec = f"{base}..{shas[-1]}"
@@ -165,17 +223,34 @@ def bench_real(commits: int, toolchains: list[str], workdir: Path) -> list[float
             sys.exit(f"bench: warm-up failed: {warm.stderr[-500:]}")
         results: dict[str, tuple[float, str]] = {}
         exec_times: list[float] = []
-        modes = [("in-process", 0, False), ("queue, 1 worker", 1, False), ("queue, 2 workers", 2, False)]
-        if len(toolchains) > 1:
-            modes.append(("queue, 2 split", 2, True))
+        modes = [MODES[m] for m in names if MODES[m][2] is False or len(toolchains) > 1]
         for mode, n, split in modes:
             reset(cache, toolchains)
-            db = workdir / f"store-{n}{'s' if split else ''}.db"
+            noshare = mode.endswith("no shared disk")
+            tag = f"{n}{'s' if split else ''}{'n' if noshare else ''}"
+            db = workdir / f"store-{tag}.db"
             from db.store import open_store
             open_store(db).close()
-            redis = RedisServer(workdir / f"redis-{n}{'s' if split else ''}") if n else None
-            procs = start_workers(n, toolchains, redis.url, db, env, workdir, split) if redis else []
+            redis = RedisServer(workdir / f"redis-{tag}") if n else None
+            procs: list = []
             try:
+                if noshare:
+                    dirs = noshare_caches(toolchains, workdir)
+                    reset_noshare(dirs, toolchains)
+                    procs = start_noshare_workers(toolchains, redis.url, db, env, workdir, dirs, cache)
+                    # warm-up as the private cache had: each worker's worktree checked out, its build dir used
+                    warm = subprocess.run([SW, "run", f"{base}..{shas[0]}", "--toolchains", ",".join(toolchains),
+                                           "--targets", TARGET, "--db", str(db), "--queue", redis.url],
+                                          capture_output=True, text=True, env=env)
+                    if warm.returncode not in (0, 1):
+                        sys.exit(f"bench: the no-shared-disk warm-up failed: {warm.stderr[-800:]}")
+                    stop_workers(procs)
+                    reset_noshare(dirs, toolchains)
+                    db = workdir / f"store-{tag}-timed.db"
+                    open_store(db).close()
+                    procs = start_noshare_workers(toolchains, redis.url, db, env, workdir, dirs, cache)
+                else:
+                    procs = start_workers(n, toolchains, redis.url, db, env, workdir, split) if redis else []
                 before = load()
                 t0 = time.perf_counter()
                 args = [SW, "run", spec, "--toolchains", ",".join(toolchains), "--targets", TARGET, "--db", str(db)]
@@ -196,9 +271,10 @@ def bench_real(commits: int, toolchains: list[str], workdir: Path) -> list[float
                 if redis:
                     redis.stop()
         same = len({results[m + " report"][1] for m, _, _ in modes}) == 1
-        base_wall = results["in-process"][0]
-        for mode, _, _ in modes[1:]:
-            print(f"   speed-up, {mode}: {base_wall / results[mode][0]:.2f}x over in-process")
+        if "in-process" in results:
+            base_wall = results["in-process"][0]
+            for mode, _, _ in modes[1:]:
+                print(f"   speed-up, {mode}: {base_wall / results[mode][0]:.2f}x over in-process")
         if exec_times:
             over = (results["queue, 1 worker"][0] - sum(exec_times)) / len(exec_times)
             print(f"   queue overhead per job (1 worker: wall - sum of {len(exec_times)} job executions, per job): "
@@ -207,6 +283,8 @@ def bench_real(commits: int, toolchains: list[str], workdir: Path) -> list[float
         return exec_times
     finally:
         shutil.rmtree(cache / "objects", ignore_errors=True)        # the worktrees stay for the next run
+        for d in workdir.glob("noshare-*"):
+            shutil.rmtree(d, ignore_errors=True)                     # two kernel trees of their own: gigabytes
 
 
 # --- part 2: simulation ------------------------------------------------------------------------
@@ -396,6 +474,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commits", type=int, default=20)
     ap.add_argument("--toolchains", default="gcc-11,gcc-12,clang-14,clang-19")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"part 1's runs, of {', '.join(MODES)}")
     ap.add_argument("--skip-real", action="store_true", help="simulation only (durations: --durations)")
     ap.add_argument("--durations", default="", help="job durations in s for the simulation without part 1 (comma-separated)")
     ap.add_argument("--sim-workers", type=int, default=64)
@@ -409,7 +488,10 @@ def main() -> None:
     try:
         durations = [float(d) for d in args.durations.split(",") if d.strip()]
         if not args.skip_real:
-            durations = bench_real(args.commits, args.toolchains.split(","), work) or durations
+            modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+            if not modes or set(modes) - set(MODES):
+                sys.exit(f"bench: --modes takes {', '.join(MODES)}")
+            durations = bench_real(args.commits, args.toolchains.split(","), work, modes) or durations
         if args.sim_workers:
             if not durations:
                 sys.exit("bench: the simulation needs job durations: run part 1 or give --durations")

@@ -21,11 +21,27 @@ from db.models import (Build, BuildRecord, Commit, FindingRow, FunctionRow, Inli
 from db.rows import _BUILD_SELECT, _build, _now
 
 
+MAX_BUNDLE = 64 * 1024 * 1024       # bytes of one git bundle (0018's CHECK says the same)
+
+
 class BuildRows:
     # --- writes ---------------------------------------------------------------------------------
     def ensure_tree(self, name: str, path: str = "", url: str = "") -> int:
         with self._tx() as conn:
             return self._tree_id(conn, name, path, url)
+
+    def record_bundle(self, tree: str, sha: str, base_sha: str, data: bytes) -> None:
+        if len(data) > MAX_BUNDLE:
+            raise StoreError(f"the bundle of {sha[:12]} is {len(data)} bytes, over the {MAX_BUNDLE} a store keeps")
+        with self._tx() as conn:
+            conn.execute("INSERT OR IGNORE INTO git_bundles(tree_id, sha, base_sha, size, bundle, created_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", (self._tree_id(conn, tree), sha, base_sha, len(data), data, _now()))
+
+    @_retry_busy
+    def bundle_for(self, tree: str, sha: str) -> bytes | None:
+        row = self._conn().execute("SELECT g.bundle FROM git_bundles g JOIN trees t ON t.id = g.tree_id "
+                                   "WHERE t.name = ? AND g.sha = ?", (tree, sha)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def record_commits(self, tree: str, commits: Iterable[Commit]) -> None:
         with self._tx() as conn:

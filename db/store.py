@@ -28,7 +28,7 @@ from db import dialect as _dialect, matrix as _matrix, migrate as _migrate
 from db.botstore import BotStore, SqliteBotStore
 from db.sqlite import BUSY_TIMEOUT_MS, text_factory, unreadable
 from db.errors import NoStoreYet, StoreError
-from db.builds import BuildRows
+from db.builds import MAX_BUNDLE, BuildRows  # noqa: F401  (MAX_BUNDLE: API)
 from db.comparisons import ComparisonRows
 from db.dashboard import DashboardRows
 from db.history import HistoryRows
@@ -164,6 +164,15 @@ class Store(ABC):
     # --- writes -------------------------------------------------------------------------------
     @abstractmethod
     def ensure_tree(self, name: str, path: str = "", url: str = "") -> int: ...
+
+    @abstractmethod
+    def record_bundle(self, tree: str, sha: str, base_sha: str, data: bytes) -> None:
+        """Keep the git bundle of ``base_sha..sha`` of ``tree`` (0018) for workers whose own tree lacks
+        ``sha``; one written before for the key is kept (a sha names its content)."""
+
+    @abstractmethod
+    def bundle_for(self, tree: str, sha: str) -> bytes | None:
+        """The git bundle ``record_bundle`` kept for (tree, sha), else None."""
 
     @abstractmethod
     def record_commits(self, tree: str, commits: Iterable[Commit]) -> None:

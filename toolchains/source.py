@@ -81,6 +81,16 @@ def ensure_source(version: str = "6.1", cache: Path | None = None) -> SourceTree
     return SourceTree(dest, version, git(dest, "rev-list", "--max-parents=0", "HEAD").split()[0])
 
 
+def debian_version(tree: Path) -> str | None:
+    """The Debian linux-source version ``tree`` was made from by ``ensure_source``, else None (a user's
+    tree). Such a tree's root commit is the same on every machine, so its commits travel as bundles."""
+    try:
+        text = (Path(tree) / READY_MARK).read_text().strip()
+    except OSError:
+        return None
+    return text if re.fullmatch(r"\d+(\.\d+)*", text) else None
+
+
 def _unpack(version: str, dest: Path, cache: Path) -> None:
     tarball = tarball_for(version)
     if not tarball.exists():

@@ -135,13 +135,17 @@ def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> 
                          analysis.ANALYSIS_VERSION, store, job.measure)]
 
 
-def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None) -> str:
+def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None,
+              local: Path | None = None) -> str:
     """Analyze the built targets of ``job`` and write each (one transaction per build); a target another
-    writer stored meanwhile is left as stored (one result per key). Returns the job's progress line."""
+    writer stored meanwhile is left as stored (one result per key). Returns the job's progress line.
+    ``local``: the tree it was built in when not ``job.tree_path`` (a worker's own, ci.queue.trees); the
+    store keeps naming the coordinator's."""
     stats = stats if stats is not None else RunStats()
     tree = Tree(job.tree, Path(job.tree_path))
+    local = local or tree.path
     # the commit's source for the declarations, held while analyzing (this toolchain waits)
-    with builder.source_for(tree.path, job.commit.sha, job.toolchain, job.config, analysis.available()) as src:
+    with builder.source_for(local, job.commit.sha, job.toolchain, job.config, analysis.available()) as src:
         done.source = src
         for t in job.targets:
             have = store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, done.compiler_version)
@@ -160,7 +164,7 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
     if any(linked.is_linked_target(t) for t in job.targets):
         # the store has what reports need: only the newest vmlinux files of (toolchain, config) stay
         gone = builder.prune_vmlinux(
-            tree.path, job.toolchain, job.config, job.keep_vmlinux,
+            local, job.toolchain, job.config, job.keep_vmlinux,
             lambda sha: store.find_build(job.tree, sha, job.toolchain, job.config_key, "vmlinux",
                                          done.compiler_version) is not None)
         if gone:
@@ -168,9 +172,10 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
     return line
 
 
-def build_job(job: BuildJob) -> builder.Built:
-    """Build the job's targets (a failed build is a result); ``store_job`` analyzes and writes it."""
-    return builder.build(Path(job.tree_path), job.commit.sha, job.toolchain, list(job.targets), job.config,
+def build_job(job: BuildJob, local: Path | None = None) -> builder.Built:
+    """Build the job's targets (in ``local``, else ``job.tree_path``; a failed build is a result);
+    ``store_job`` analyzes and writes it."""
+    return builder.build(local or Path(job.tree_path), job.commit.sha, job.toolchain, list(job.targets), job.config,
                          options=builder.options_for(list(job.targets), job.measure), measure=job.measure)
 
 

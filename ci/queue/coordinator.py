@@ -5,6 +5,8 @@ bot take either. The store is the source of truth and the queue only a hint:
 
 - a job is done when the store holds its key (commit, toolchain + exact version, config, target),
   whoever wrote it; RQ's results are not read;
+- a commit ``git am`` made in Debian's tree is written into the store as a git bundle before its
+  jobs are enqueued (``ci.queue.trees``): workers on other machines fetch it into their own tree;
 - a job the queue no longer knows (Redis restarted without persistence, flushed, its entry expired)
   while the store still lacks it is enqueued again;
 - a worker that died mid-job (SIGKILL, a lost machine) stops heartbeating: each poll runs RQ's
@@ -28,6 +30,7 @@ from ci.pipeline.measure import Measure
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
 from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
+from ci.queue.trees import publish
 from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args, workers
 from db.store import Store
 from toolchains.kbuild import Config
@@ -83,6 +86,7 @@ class QueuedBuilds:
         jobs = plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux, measure)
         if not jobs:
             return stats
+        publish(store, jobs, progress)            # before any job: a worker without this tree reads them
         run = Run(self, store, jobs, stats, progress)
         try:
             run.wait()

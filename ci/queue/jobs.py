@@ -9,6 +9,8 @@ the faults a worker meets:
 - the store is briefly unavailable (PostgreSQL restarting, sqlite locked past its timeout): the
   finished build stays in memory and its objects in the cache, and the write is retried with a
   bounded back-off before the job fails (and is retried by RQ, then parked);
+- the worker shares no disk with the coordinator: the job's commit is built in this machine's own
+  tree, fetched from the store's git bundle when that tree lacks it (``ci.queue.trees``);
 - the job was made by a coordinator reading another store than the one this worker writes: it
   fails with that said, instead of the coordinator waiting for a result that never comes. Stores are
   told apart by their identity (``Store.identity``), never by a URL: a job carries no store URL.
@@ -28,6 +30,7 @@ from typing import Callable, TypeVar
 
 from ci.pipeline.run import BuildJob, build_job, missing_targets, store_job
 from ci.queue.names import QueueError
+from ci.queue.trees import local_tree
 from ci.queue.wire import BadPayload, job_from_dict
 from db.dialect import redact
 from db.errors import StoreError
@@ -107,5 +110,8 @@ def execute(job: dict, store: str, version: str) -> str:
     if not todo:
         return f"{build.toolchain:9} {build.commit.sha[:12]} {' '.join(build.targets)}: already stored"
     build = replace(build, targets=tuple(todo))
-    done = build_job(build)
-    return with_store(mine, lambda st: store_job(st, build, done), what)
+    local = with_store(mine, lambda st: local_tree(build, lambda: st.bundle_for(build.tree, build.commit.sha)), what)
+    done = build_job(build, local)
+    if done.sha != build.commit.sha:
+        raise QueueError(f"built {done.sha[:12]} in {local}, the job asks for {build.commit.sha[:12]}")
+    return with_store(mine, lambda st: store_job(st, build, done, local=local), what)
