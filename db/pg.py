@@ -43,7 +43,11 @@ def _error(e: Exception, where: str, url: str | None = None) -> StoreError:
     msg = (getattr(diag, "message_primary", None) or str(e) or type(e).__name__).strip().splitlines()[0]
     if url:
         msg = dialect.scrub(msg.replace(url, where), url)
-    if isinstance(e, psycopg.OperationalError) and not isinstance(e, psycopg.errors.QueryCanceled):
+    # a server that answered no (a wrong password, no such role or database) will answer the same
+    # again: a plain error, not one to wait out
+    refused = any(s in msg for s in ("authentication failed", "no password supplied", "does not exist",
+                                     "not permitted to log in"))
+    if isinstance(e, psycopg.OperationalError) and not isinstance(e, psycopg.errors.QueryCanceled) and not refused:
         return StoreUnavailable(f"{where}: {msg}")
     return StoreError(f"{where}: {msg}")
 
