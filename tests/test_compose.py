@@ -79,7 +79,22 @@ def test_compose_commands_exist_with_their_options():
         if name == "worker":
             for tc in ctx.params["toolchains"].split(","):
                 load(tc)                                      # every toolchain is in the registry
-            assert ctx.params["redis_url"] == services["worker"]["environment"]["SIZEWATCH_REDIS"]
+            # the Redis URL, with its password, only in the environment: never on the command line
+            assert "--redis" not in rest and ctx.params["redis_url"] is None
+            assert services["worker"]["environment"]["SIZEWATCH_REDIS"].startswith(
+                "redis://:${SIZEWATCH_REDIS_PASSWORD")
+    # Redis requires that password, and Redis and PostgreSQL are on the internal network only
+    redis = services["redis"]
+    assert "--requirepass" in " ".join(redis["command"]) and "REDIS_PASSWORD" in redis["environment"]
+    assert "REDIS_PASSWORD" in " ".join(redis["healthcheck"]["test"])
+    nets = compose()["networks"]
+    assert nets["back"]["internal"] is True
+    assert redis["networks"] == services["postgres"]["networks"] == ["back"]
+    assert set(services["web"]["networks"]) == {"front", "back"} and services["web"]["ports"]
+    assert services["worker"]["networks"] == ["back"] and set(services["bot"]["networks"]) == {"front", "back"}
+    bot = services["bot"]
+    assert "--queue" not in bot["command"] and bot["environment"]["SIZEWATCH_QUEUE"].startswith("redis://:${")
+    assert bot["environment"]["SIZEWATCH_DB"] == services["worker"]["environment"]["SIZEWATCH_DB"]
     assert seen == {"serve", "bot", "worker"}
     # the command lines its header tells the operator to run
     head = (ROOT / "compose.yaml").read_text().split("\nx-sizewatch")[0]
