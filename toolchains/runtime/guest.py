@@ -7,19 +7,15 @@ in an initramfs, so the kernel that boots is byte for byte the one that was anal
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 from toolchains.errors import BuildError
-from toolchains.locks import file_lock
 from toolchains.registry import Toolchain
-from toolchains.runtime.qemu import MissingTool
-from toolchains.source import cache_dir
+from toolchains.runtime.qemu import MissingTool, host_built
 
 GUEST_SRC = Path(__file__).resolve().parent / "guest"
 MODULE = "sizewatch_pagebench.ko"
@@ -69,27 +65,8 @@ def build_module(build_dir: Path, tc: Toolchain, work: Path, timeout: float = 60
 def init_binary() -> Path:
     """The guest's static init (``guest/init.c``), built once per source with the host's gcc."""
     src = GUEST_SRC / "init.c"
-    key = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    out_dir = cache_dir() / "runtime"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    exe = out_dir / f"init-{key}"
-    if exe.is_file():
-        return exe
-    cc = shutil.which("gcc")
-    if cc is None:
-        raise MissingTool("gcc not found: the guest's init is built with the host's gcc")
-    with file_lock(out_dir / ".init.lock"):
-        if exe.is_file():
-            return exe
-        fd, tmp = tempfile.mkstemp(prefix=".init-", dir=out_dir)
-        os.close(fd)
-        p = subprocess.run([cc, "-static", "-O2", "-o", tmp, str(src)], capture_output=True, text=True, timeout=300)
-        if p.returncode:
-            os.unlink(tmp)
-            raise MissingTool(f"building the guest's static init failed (libc6-dev has the static libc): "
-                              f"{_last_error(p.stderr)}")
-        os.replace(tmp, exe)
-    return exe
+    return host_built("init", src.read_bytes(), ["-static", "-O2", str(src)],
+                      "the guest's static init (libc6-dev has the static libc)", MissingTool)
 
 
 def _cpio_entry(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0), ino: int = 1) -> bytes:

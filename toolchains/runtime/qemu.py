@@ -79,34 +79,41 @@ def _pkg_config(*args: str) -> list[str]:
     return p.stdout.split()
 
 
+def host_built(name: str, key: bytes, args: list[str], what: str, fails: type[BuildError] = BuildError) -> Path:
+    """``name-<hash of key>`` compiled by the host's gcc with ``args`` (``-o`` is added) into the
+    sizewatch cache once: the next call, in any process, finds it there. Built under a temporary name
+    and renamed into place, so a half-written file is never used."""
+    out_dir = cache_dir() / "runtime"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem, suffix = Path(name).stem, Path(name).suffix
+    path = out_dir / f"{stem}-{hashlib.sha256(key).hexdigest()[:16]}{suffix}"
+    if path.is_file():
+        return path
+    cc = shutil.which("gcc")
+    if cc is None:
+        raise MissingTool(f"gcc not found: {what} is built with the host's gcc")
+    with file_lock(out_dir / f".{stem}.lock"):
+        if path.is_file():
+            return path
+        fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=suffix, dir=out_dir)
+        os.close(fd)
+        p = subprocess.run([cc, "-o", tmp, *args], capture_output=True, text=True, timeout=300)
+        if p.returncode:
+            os.unlink(tmp)
+            last = (p.stderr.strip().splitlines() or ["?"])[-1]
+            raise fails(f"building {what} failed: {last[:200]}")
+        os.replace(tmp, path)
+    return path
+
+
 def plugin(exe: str | None = None) -> Path:
     """The counting plugin for the installed QEMU, built once per (source, header, QEMU)."""
     exe = exe or qemu_binary()
     header = plugin_header()
-    key = hashlib.sha256(PLUGIN_SRC.read_bytes() + b"\0" + header.read_bytes() + b"\0"
-                         + qemu_version(exe).encode()).hexdigest()[:16]
-    out_dir = cache_dir() / "runtime"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    so = out_dir / f"sizewatch-count-{key}.so"
-    if so.is_file():
-        return so
-    cc = shutil.which("gcc")
-    if cc is None:
-        raise MissingTool("gcc not found: the QEMU plugin is built with the host's gcc")
-    with file_lock(out_dir / ".plugin.lock"):
-        if so.is_file():
-            return so
-        fd, tmp = tempfile.mkstemp(prefix=".plugin-", suffix=".so", dir=out_dir)
-        os.close(fd)
-        argv = [cc, "-O2", "-shared", "-fPIC", "-Wall", f"-I{header.parent}", *_pkg_config("--cflags"),
-                "-o", tmp, str(PLUGIN_SRC), *_pkg_config("--libs")]
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        if p.returncode:
-            os.unlink(tmp)
-            last = (p.stderr.strip().splitlines() or ["?"])[-1]
-            raise BuildError(f"building the QEMU plugin failed: {last[:200]}")
-        os.replace(tmp, so)
-    return so
+    key = PLUGIN_SRC.read_bytes() + b"\0" + header.read_bytes() + b"\0" + qemu_version(exe).encode()
+    return host_built("sizewatch-count.so", key,
+                      ["-O2", "-shared", "-fPIC", "-Wall", f"-I{header.parent}", *_pkg_config("--cflags"),
+                       str(PLUGIN_SRC), *_pkg_config("--libs")], "the QEMU plugin")
 
 
 @dataclass
