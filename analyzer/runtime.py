@@ -88,14 +88,9 @@ def vmlinux_functions(path: str, unit: str = UNIT) -> list[Function]:
     """The function symbols of a linked image, each marked when its code belongs to ``unit``
     (its entry lies in a range of one of the unit's DWARF subprograms)."""
     from analyzer.dwarf.read import read_dwarf
-    from analyzer.elf import function_symbols, load_images, read_symtab
-    images = load_images(path)
-    if len(images) != 1:
-        raise InputError(f"{path}: an archive, not a vmlinux")
-    img = images[0]
-    table = read_symtab(img)
-    if table is None:
-        raise InputError(f"{path}: no symbols (stripped file?): executed instructions are placed by symbol")
+    from analyzer.elf import function_symbols
+    from analyzer.inline_cost import open_with_dwarf
+    img, table = open_with_dwarf(path)         # one ELF file with symbols and DWARF, else one line
     idx = function_symbols(img, table)
     names = table.names(idx)
     addrs = table.entries["value"][idx].tolist()
