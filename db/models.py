@@ -122,10 +122,8 @@ class InlineCostRecord:
 
 
 @dataclass
-class InlinePoint:
-    """An inline function in one stored build (``sizewatch history --inlined``, the function page):
-    its instances and bytes summed over the build's objects; 0 where the build's inline cost is
-    stored but the function is inlined nowhere."""
+class BuildPoint:
+    """Where a point of a function's history was read: one stored build of one commit."""
     commit_sha: str
     subject: str
     date: str
@@ -133,6 +131,13 @@ class InlinePoint:
     toolchain_version: str
     target: str
     build_id: int
+
+
+@dataclass
+class InlinePoint(BuildPoint):
+    """An inline function in one stored build (``sizewatch history --inlined``, the function page):
+    its instances and bytes summed over the build's objects; 0 where the build's inline cost is
+    stored but the function is inlined nowhere."""
     instances: int
     bytes: int
     including: int
@@ -145,16 +150,9 @@ class InlinePoint:
 
 
 @dataclass
-class RuntimePoint:
+class RuntimePoint(BuildPoint):
     """A function in one measured build (the function page's runtime history): per order, its executed
     instructions, calls and lines per alloc/free pair; an order the function did not run in is absent."""
-    commit_sha: str
-    subject: str
-    date: str
-    toolchain: str
-    toolchain_version: str
-    target: str
-    build_id: int
     orders: dict[int, tuple[float, float, int]] = field(default_factory=dict)   # order -> (instructions, calls, lines)
 
     def to_dict(self) -> dict:
