@@ -29,7 +29,7 @@ runtime: install
 	    --toolchains gcc-12,clang-19 --targets vmlinux --config allocator --measure
 
 test: install
-	.venv/bin/python -m pytest -q -rs
+	.venv/bin/python -m pytest -q -rs --durations=30
 
 bench: install
 	.venv/bin/python bench/sizediff_bench.py
