@@ -4,9 +4,11 @@ oracle for the static likely paths (analyzer.likely_path).
 The runtime plugin (toolchains/runtime/plugin.c) counts how often every instruction executed in
 the window, not edges. A branch's two edges are still exact when one of its successors can be
 entered only through that edge: ``objdump -d`` of the whole vmlinux gives every direct jump and
-call target and every fall-through, and (with CONFIG_RETPOLINE, hence ``-fno-jump-tables``) C code
-has no other way into the middle of a function. For a ``jcc`` at A executed n times, with
-fall-through F and target T:
+call target and every fall-through, and C code has no other way into the middle of a function
+but a jump table (the allocator config has CONFIG_RETPOLINE: gcc gets ``-fno-jump-tables``, clang
+emits none in retpoline mode; ``Listing.indirect_jumps`` lists any, and the test asserts there are
+none). Interrupts return to the instruction they interrupted, which then runs once. For a
+``jcc`` at A executed n times, with fall-through F and target T:
 
 - every other way into F (a jump or call to F from elsewhere) never executed in the window:
   not taken = count(F), taken = n - count(F);
@@ -28,7 +30,7 @@ from pathlib import Path
 # mnemonic with prefixes skipped, a direct jump's or call's printed target); a direct branch alone
 _FUNC = re.compile(r"^([0-9a-f]+) <([^>]+)>:$", re.M)
 _PREFIX = r"(?:(?:notrack|bnd|cs|ds|lock|rep|repz|repnz) )*"
-_LINE = re.compile(r"^ *([0-9a-f]+):\t" + _PREFIX + r"(\S+)(?:[ \t]+([0-9a-f]+) <)?", re.M)
+_LINE = re.compile(r"^ *([0-9a-f]+):\t" + _PREFIX + r"(\S+)(?:[ \t]+(?:([0-9a-f]+) <|(\*)))?", re.M)
 _BRANCH = re.compile(r"^ *([0-9a-f]+):\t" + _PREFIX + r"(?:j[a-z]+|call|loop[a-z]*)[ \t]+([0-9a-f]+) <", re.M)
 _NO_FALL = ("jmp", "ret", "ud2", "int3", "hlt", "iret", "sysret")
 
@@ -46,6 +48,7 @@ class Listing:
         self.next: dict[int, int] = {}           # address -> the next instruction's address
         self.sources: dict[int, list[int]] = {}  # address -> the direct jumps/calls to it
         self.fall_from: dict[int, int] = {}      # address -> the previous instruction, which falls into it
+        self.indirect_jumps: list[int] = []      # jmp *... in the named functions (a jump table's way in)
         for a, t in _BRANCH.findall(out):
             self.sources.setdefault(int(t, 16), []).append(int(a, 16))
         heads = list(_FUNC.finditer(out))
@@ -54,9 +57,11 @@ class Listing:
                 continue
             body = out[head.end():heads[k + 1].start() if k + 1 < len(heads) else len(out)]
             prev, prev_mnem = None, ""
-            for a, mnem, t in _LINE.findall(body):
+            for a, mnem, t, star in _LINE.findall(body):
                 addr = int(a, 16)
                 self.mnemonic[addr] = mnem
+                if star and mnem.startswith("jmp"):
+                    self.indirect_jumps.append(addr)
                 if t and mnem.startswith(("j", "call", "loop")):
                     self.target[addr] = int(t, 16)
                 if prev is not None:

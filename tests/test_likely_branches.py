@@ -116,6 +116,7 @@ def verdicts(image: Path, windows: dict[int, dict[int, tuple[int, int]]]):
     {(order, function, offset, mnemonic): the side the loop took}."""
     paths = hot_likely_paths(str(image))
     listing = Listing(image, {p.function.split(".")[0] for p in paths})
+    assert listing.indirect_jumps == []         # no jump table: direct jumps are the only ways in
     checked: dict[int, set[str]] = {}
     decided: dict[int, int] = {}
     disagree: dict[tuple[int, str, int, str], str] = {}
