@@ -98,13 +98,15 @@ def measured_counts(toolchain: str, work: Path) -> tuple[Path, dict[int, dict[in
     of each order's loop."""
     from kernel_images import CONFIG, allocator_vmlinux
     from toolchains.build import BuildOptions, layout
+    from toolchains.locks import file_lock
     from toolchains.registry import load
     from toolchains.runtime import guest, qemu
     images = allocator_vmlinux(toolchain, 1)
     image = work / "vmlinux"
     shutil.copyfile(images.vmlinux[0], image)
-    build_dir = layout(images.tree, toolchain, CONFIG, BuildOptions()).build_dir
-    ko = guest.build_module(build_dir, load(toolchain), work)
+    lay = layout(images.tree, toolchain, CONFIG, BuildOptions())
+    with file_lock(lay.worktree_lock), file_lock(lay.lock):      # the shared build dir: no build meanwhile
+        ko = guest.build_module(lay.build_dir, load(toolchain), work)
     initrd = guest.initramfs(work / "i.cpio", ko, f"orders={','.join(map(str, ORDERS))} pairs={PAIRS}")
     run = qemu.boot(image, initrd, work, 300)
     assert run.ended == "done", run.console[-2000:]
