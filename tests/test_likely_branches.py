@@ -15,7 +15,9 @@ function's entry, the same in the vmlinux and in that build's mm/page_alloc.o.
 """
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -93,22 +95,29 @@ CHECKED = {
 }
 
 
-def measured_counts(toolchain: str, work: Path) -> tuple[Path, dict[int, dict[int, tuple[int, int]]]]:
-    """The base commit's allocator vmlinux (copied into ``work``) and the plugin's per-address counts
-    of each order's loop."""
+def guest_files(toolchain: str, work: Path, params: str) -> Path:
+    """The base commit's allocator vmlinux copied into ``work``, and beside it the initramfs with
+    the benchmark module (built against that vmlinux's build dir) and ``params``."""
     from kernel_images import CONFIG, allocator_vmlinux
     from toolchains.build import BuildOptions, layout
     from toolchains.locks import file_lock
     from toolchains.registry import load
-    from toolchains.runtime import guest, qemu
+    from toolchains.runtime import guest
     images = allocator_vmlinux(toolchain, 1)
     image = work / "vmlinux"
     shutil.copyfile(images.vmlinux[0], image)
     lay = layout(images.tree, toolchain, CONFIG, BuildOptions())
     with file_lock(lay.worktree_lock), file_lock(lay.lock):      # the shared build dir: no build meanwhile
         ko = guest.build_module(lay.build_dir, load(toolchain), work)
-    initrd = guest.initramfs(work / "i.cpio", ko, f"orders={','.join(map(str, ORDERS))} pairs={PAIRS}")
-    run = qemu.boot(image, initrd, work, 300)
+    guest.initramfs(work / "i.cpio", ko, params)
+    return image
+
+
+def measured_counts(toolchain: str, work: Path) -> tuple[Path, dict[int, dict[int, tuple[int, int]]]]:
+    """The vmlinux and the plugin's per-address counts of each order's loop."""
+    from toolchains.runtime import qemu
+    image = guest_files(toolchain, work, f"orders={','.join(map(str, ORDERS))} pairs={PAIRS}")
+    run = qemu.boot(image, work / "i.cpio", work, 300)
     assert run.ended == "done", run.console[-2000:]
     return image, {w.order: w.counts for w in parse_counts(run.counts, PAIRS)}
 
@@ -153,3 +162,48 @@ def test_likely_branches_are_the_executed_ones(toolchain, tmp_path):
     assert checked == CHECKED[toolchain]
     assert decided == DECIDED[toolchain]
     assert disagree == EXPECTED[toolchain]
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_branch_oracle_agrees_with_qemus_exec_log(tmp_path):
+    """The oracle's premise checked on one boot: QEMU runs one instruction per translation block
+    and logs each (``-singlestep -d exec,nochain``, filtered to gcc-12's checked functions) while
+    the plugin counts the whole run; the log's consecutive instructions are the executed edges.
+    Every branch the counts decide has exactly the log's taken and not-taken counts."""
+    from analyzer.runtime import parse_counts
+    from toolchains.runtime import qemu
+    names = set().union(*CHECKED["gcc-12"].values())
+    image = guest_files("gcc-12", tmp_path, "orders=0,4 pairs=50 warmup=10")
+    nm = subprocess.run(["nm", "-S", str(image)], capture_output=True, text=True, check=True).stdout
+    ranges = [f"0x{a}+0x{size}" for a, size, _, name in (ln.split() for ln in nm.splitlines() if ln.count(" ") == 3)
+              if name.split(".")[0] in names]
+    assert len(ranges) >= len(names)
+    log = tmp_path / "exec.log"
+    run = qemu.boot(image, tmp_path / "i.cpio", tmp_path, 600, whole=True,
+                    extra=("-singlestep", "-d", "exec,nochain", "-dfilter", ",".join(ranges), "-D", str(log)))
+    assert run.ended == "done", run.console[-2000:]
+    (window,) = parse_counts(run.counts, 1)
+    executed: list[int] = []
+    line = re.compile(r"^(Trace|Stopped)[^\[]*\[([0-9a-f]+)(?:/([0-9a-f]+))?")
+    with log.open(errors="replace") as f:
+        for text in f:
+            m = line.match(text)
+            if m and m.group(1) == "Trace":
+                executed.append(int(m.group(3), 16))
+            elif m:                             # the block logged last did not run after all
+                assert executed[-1] == int(m.group(2), 16), text
+                executed.pop()
+    taken: dict[tuple[int, int], int] = {}
+    for a, b in zip(executed, executed[1:]):
+        taken[(a, b)] = taken.get((a, b), 0) + 1
+    listing = Listing(image, names)
+    ran = decided = 0
+    for a in (a for a in listing.mnemonic if listing.is_jcc(a)):
+        e = edges(listing, window.counts, a)
+        ran += bool(e.executed)
+        if e.taken is None:
+            continue
+        assert (e.taken, e.fall) == (taken.get((a, listing.target[a]), 0), taken.get((a, listing.next[a]), 0)), hex(a)
+        decided += bool(e.executed)
+    assert (ran, decided) == (131, 124)        # branches of these functions that ran (boot included), decided
