@@ -1,8 +1,8 @@
 """Inline cost (issue 14): the attribution against an independent pyelftools reading, totals
 against ``nm -S``, and the example series' patch 2 inlining ``__rmqueue_*`` again.
 
-The oracle walks the DIE tree with pyelftools (its own DIE parsing, origin following and line
-tables) over the relocated sections, and computes each inlined instance's bytes as sets of
+The oracle walks the DIE tree with pyelftools (its own relocation of a ``.o``'s debug sections,
+DIE parsing, origin following and line tables: tests/pyelftools_dwarf.py), and computes each inlined instance's bytes as sets of
 addresses: its ranges minus those of every inlined instance nested under it in the tree. The
 analyzer instead sweeps the ranges in DIE order (see analyzer.inline_cost): two different
 computations of the same "innermost callee" convention.
@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 
 from analyzer.clones import parse as parse_clone
-from analyzer.dwarf import load_sections
-from analyzer.dwarf.reference import dwarf_info
-from analyzer.elf import load_images, read_symtab
 from analyzer.inline_cost import inline_cost, innermost_segments
 from conftest import NATIVE
 from dwarfwriter import DwarfAttrib, DwarfDie, DwarfUnit, compile_dwarf
+from pyelftools_dwarf import pyelftools_dwarf
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inline_cost"
 STOCK, PATCH1, PATCH2 = 0, 1, 2
@@ -84,9 +82,7 @@ def _addresses(di, die) -> set[int]:
 def oracle(path: Path, unit: str | None = None) -> tuple[dict, dict]:
     """pyelftools' reading (of every unit, or of the one whose name ends with ``unit``): callee name -> [instances, bytes (innermost), including, decl basename];
     caller (source function of the concrete subprogram) -> inlined bytes."""
-    img = load_images(path)[0]
-    table = read_symtab(img)
-    di = dwarf_info(load_sections(img, table), img.little, img.elfclass // 8, img.machine_name)
+    di = pyelftools_dwarf(path)
     callees: dict[str, list] = {}
     callers: dict[str, int] = defaultdict(int)
 
