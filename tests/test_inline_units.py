@@ -61,6 +61,21 @@ def test_cold_and_warm_equal_a_whole_decode(tiny, engine):
 
 @pytest.mark.kernel
 @pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
+def test_every_unit_counts_what_llvm_dwarfdump_prints(tiny):
+    """Unit by unit, independently of the whole decode: each unit's inlined instances (its
+    UnitCost's callees, what the cache keeps) are as many DW_TAG_inlined_subroutine DIEs as
+    llvm-dwarfdump-19 prints in that unit, named alike, in file order (tests/dbg_oracles.py)."""
+    from dbg_oracles import dwarfdump_summary
+    for path in tiny.vmlinux:
+        want = dwarfdump_summary(path)
+        cold = inline_cost_by_unit(path, lambda _o, n, _l: None)
+        assert not cold.whole and len(cold.fresh) == len(cold.names) == len(want.units)
+        got = [(cold.names[off], sum(c.instances for c in cold.fresh[off].callees)) for off in sorted(cold.fresh)]
+        assert got == want.units and sum(n for _u, n in got) == want.instances > 10000
+
+
+@pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 def test_the_base_cache_serves_patch_1(tiny, tmp_path):
     """The series' base and patch 1, built in the build dir in turn (kbuild rebuilds the changed
     objects): patch 1 decodes only the units whose object changed, and equals its whole decode."""
