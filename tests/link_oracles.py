@@ -208,3 +208,27 @@ def assert_link_findings_are_nm(found, want: dict[tuple[str, str, int], NmMove])
         assert (d["base"]["lines"], d["head"]["lines"], d["base"]["phase"], d["head"]["phase"], d["shift"]) == \
             (w.base.lines, w.head.lines, w.base.phase, w.head.phase, w.shift)
         assert d["why"] == why(w) and f.message.endswith(": " + why(w))
+
+
+def assert_layout_is_nm(placements, path: Path, is_hot) -> None:
+    """``placements`` (analyzer.link_layout.HotPlacement, as laid out or as stored) are exactly the
+    hot functions nm lists in ``path``'s executable sections, each at nm's address with nm's size,
+    blocks, lines, phase, neighbours (the symbols before and after it at another address) and the
+    padding between them."""
+    want = {}
+    for sec, rows in nm_text(path).items():
+        for i, ((name, ordinal), row) in enumerate(zip(_keys(rows), rows)):
+            if is_hot(name):
+                want[(sec, name, ordinal)] = (rows, i)
+    got = {(p.section, p.name, p.ordinal): p for p in placements}
+    assert len(got) == len(placements) and got.keys() == want.keys()
+    for k, (rows, i) in want.items():
+        p, (_n, a, s) = got[k], rows[i]
+        assert (p.address, p.size, p.blocks, p.lines, p.phase) == (a, s, spans(a, s, BLOCK), spans(a, s, LINE),
+                                                                   a % LINE), k
+        prev = next((r for r in reversed(rows[:i]) if r[1] != a), None)
+        nxt = next((r for r in rows[i + 1:] if r[1] != a), None)
+        assert (None if p.prev is None else (p.prev.name, p.prev.address, p.prev.size)) == prev, k
+        assert (None if p.next is None else (p.next.name, p.next.address, p.next.size)) == nxt, k
+        assert p.pad_before == (None if prev is None else a - prev[1] - prev[2]), k
+        assert p.pad_after == (None if nxt is None else nxt[1] - a - s), k

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_link_layout import nm_addr, nm_text
+from test_link_layout import nm_addr
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -47,20 +47,18 @@ def linked_store(tmp_path_factory):
 
 
 def test_stored_layout_is_nm(linked_store):
+    """Each build's stored layout: every hot function nm -n -S lists, at nm's address with its size,
+    blocks, lines, phase, neighbours and padding (tests/link_oracles.py)."""
     store, _, plan, images, _ = linked_store
+    from analyzer.hotpaths import HotPaths
     from ci.pipeline import builder
     from kernel_images import CONFIG, TOOLCHAIN
+    from link_oracles import assert_layout_is_nm
     for commit, vmlinux in zip(plan.to_build, images.vmlinux):
         b = store.find_build(plan.tree.name, commit.sha, TOOLCHAIN, builder.config_key(CONFIG), "vmlinux")
         lay = store.link_layout_for(b.id)["vmlinux"]
-        want = nm_text(vmlinux)
         assert lay and [p.address for p in lay] == sorted(p.address for p in lay)
-        for p in lay:
-            rows = want[p.section]
-            i = [k for k, r in enumerate(rows) if r[0] == p.name][p.ordinal]
-            assert rows[i] == (p.name, p.address, p.size)
-            prev = next(r for r in reversed(rows[:i]) if r[1] != p.address)
-            assert (p.prev.name, p.prev.address, p.pad_before) == (prev[0], prev[1], p.address - prev[1] - prev[2])
+        assert_layout_is_nm(lay, vmlinux, HotPaths().__contains__)
 
 
 def test_moves_and_findings(linked_store):
