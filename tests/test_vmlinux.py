@@ -488,12 +488,13 @@ def _nm_crossings(base: Path, head: Path, names) -> dict[str, dict]:
 def test_vmlinux_link_findings_are_nm(vmlinux_run):
     """Per toolchain and patch, what the run stored for vmlinux against ``nm -n -S`` of the parent's
     and the patch's vmlinux (tests/link_oracles.py): every hot function's move (places, shift, causes,
-    explanation), the link_cache_lines and link_phase findings, and the boundary_crossing findings
+    explanation), each build's stored layout (every hot function, its place, neighbours and padding),
+    the link_cache_lines and link_phase findings, and the boundary_crossing findings
     taken at the functions' link addresses (the hot functions of mm/page_alloc.c's unit)."""
     from analyzer.hotpaths import HotPaths
     from ci.pipeline.link import CAUSES_KEPT
     from db.store import open_store
-    from link_oracles import assert_link_findings_are_nm, assert_moves_are_nm, nm_moves
+    from link_oracles import assert_layout_is_nm, assert_link_findings_are_nm, assert_moves_are_nm, nm_moves
     from toolchains.kbuild import preset
     images, db, report, _ = vmlinux_run
     hot = HotPaths()
@@ -502,6 +503,9 @@ def test_vmlinux_link_findings_are_nm(vmlinux_run):
     with open_store(db, read_only=True) as store:
         for tc in TOOLCHAINS:
             v = images[tc].vmlinux
+            for sha, path in zip(images[tc].shas, v):       # each build's stored layout
+                stored = store.link_layout_for(store.find_build("linux-6.1", sha, tc, key, "vmlinux").id)
+                assert_layout_is_nm(stored["vmlinux"], path, hot.__contains__)
             for pos in (1, 2):
                 base, head = v[pos - 1], v[pos]
                 want = nm_moves(base, head, hot.__contains__)
