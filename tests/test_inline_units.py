@@ -60,13 +60,16 @@ def test_cold_and_warm_equal_a_whole_decode(tiny, engine):
 
 
 @pytest.mark.kernel
-@pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
-def test_every_unit_counts_what_llvm_dwarfdump_prints(tiny):
+@pytest.mark.slow                   # the allocator vmlinux: a whole-kernel build per toolchain
+@pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
+def test_every_unit_counts_what_llvm_dwarfdump_prints(toolchain):
     """Unit by unit, independently of the whole decode: each unit's inlined instances (its
     UnitCost's callees, what the cache keeps) are as many DW_TAG_inlined_subroutine DIEs as
-    llvm-dwarfdump-19 prints in that unit, named alike, in file order (tests/dbg_oracles.py)."""
+    llvm-dwarfdump-19 prints in that unit, named alike, in file order (tests/dbg_oracles.py), in the
+    allocator vmlinux at the series' base and patch 1 of each compiler."""
     from dbg_oracles import dwarfdump_summary
-    for path in tiny.vmlinux:
+    from tests.kernel_images import allocator_vmlinux
+    for path in allocator_vmlinux(toolchain, 2).vmlinux:
         want = dwarfdump_summary(path)
         cold = inline_cost_by_unit(path, lambda _o, n, _l: None)
         assert not cold.whole and len(cold.fresh) == len(cold.names) == len(want.units)
