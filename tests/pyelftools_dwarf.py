@@ -21,14 +21,25 @@ from pathlib import Path
 SHF_ALLOC = 0x2
 SHN_LORESERVE = 0xFF00
 SHIFT = 32
+_DIR: list[Path] = []          # one private directory per test process (mkdtemp: 0700, removed at exit)
+
+
+def _placed_dir() -> Path:
+    if not _DIR:
+        import atexit
+        import shutil
+        d = Path(tempfile.mkdtemp(prefix="sizewatch-placed-"))
+        atexit.register(shutil.rmtree, d, True)
+        _DIR.append(d)
+    return _DIR[0]
 
 
 def placed_copy(obj: Path) -> Path:
-    """A copy of the relocatable ELF64 ``obj`` (under the temp dir, named by its content) whose
+    """A copy of the relocatable ELF64 ``obj`` (in this process's private temp dir, named by its content) whose
     symbols in allocated sections are moved to ``index << 32`` + their value."""
     from elftools.elf.elffile import ELFFile
     data = bytearray(Path(obj).read_bytes())
-    out = Path(tempfile.gettempdir()) / "sizewatch-placed" / f"{hashlib.sha256(data).hexdigest()[:24]}.o"
+    out = _placed_dir() / f"{hashlib.sha256(data).hexdigest()[:24]}.o"
     if out.is_file():
         return out
     with open(obj, "rb") as f:
@@ -44,7 +55,6 @@ def placed_copy(obj: Path) -> Path:
             if shndx in alloc and shndx < SHN_LORESERVE:
                 value = struct.unpack_from(order + "Q", data, at + 8)[0]
                 struct.pack_into(order + "Q", data, at + 8, (shndx << SHIFT) + value)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{id(data)}.tmp")
     tmp.write_bytes(data)
     tmp.rename(out)
