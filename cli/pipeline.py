@@ -120,8 +120,6 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             from ci.queue.coordinator import QueuedBuilds
             if attempts < 1:
                 raise InputError("--attempts must be 1 or more")
-            if arch != "x86_64":
-                raise InputError(f"--queue builds x86_64 only for now: build {arch} in this process (no --queue)")
             builds = QueuedBuilds(queue_url, attempts=attempts)
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),

@@ -220,6 +220,7 @@ class Build:
     errors: list[str]
     analysis_version: int
     config_hash: str = ""
+    arch: str = "x86_64"                # the config's kernel arch (x86_64, arm64)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -364,8 +364,9 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     for b in builds:                    # several compiler versions of one name: the latest build
         latest[(b.toolchain, b.config_key, b.target)] = b
     order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's order, else gcc then clang by version
+    # then x86_64 before the other arches (whichever was written first: workers finish in any order)
     chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), sort_key(b.toolchain),
-                                                    b.target))
+                                                    b.arch != "x86_64", b.arch, b.target))
     reps = [toolchain_report(store, b, commit.parent_sha, cache, runtime) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
 
