@@ -351,6 +351,7 @@ class BuildSummary:
     kinds: dict[str, int] = field(default_factory=dict)
     worst: FindingRow | None = None
     carried: int = 0
+    arch: str = "x86_64"                # the config's kernel arch
 
     @property
     def text_delta(self) -> int | None:

@@ -76,8 +76,8 @@ def job_id(job: "BuildJob", version: str) -> str:
 def flavour(job: "BuildJob") -> str:
     """What sets the job apart beyond its toolchain: `` arm64``, `` thinlto``, `` arm64 thinlto`` or ``""``
     (x86_64 without LTO, as every job was before arches)."""
-    arch = "" if job.config.arch == "x86_64" else f" {job.config.arch}"
-    return arch + (f" {job.config.lto}lto" if job.config.lto else "")
+    from toolchains.flavour import flavour as of
+    return of(job.config.arch, job.config.lto)
 
 
 def describe(job: "BuildJob") -> str:
