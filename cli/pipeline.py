@@ -195,14 +195,16 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, inline
             if as_json:
                 click.echo(json.dumps([p.to_dict() for p in points], indent=2))
                 return
+            from toolchains.flavour import label
             click.echo(f"{'commit':12}  {'toolchain':9}  {'size':>6}  {'delta':>6}  {'inline status':28}  subject")
             last: dict[str, int | None] = {}
-            for p in points:
+            for p in points:                   # a toolchain's arm64 and ThinLTO builds: lines of their own
                 size = p.size if p.size is not None else 0
-                prev = last.get(p.toolchain)
+                line = label(p.toolchain, p.arch, p.lto)
+                prev = last.get(line)
                 delta = "" if prev is None else f"{size - prev:+d}"
-                last[p.toolchain] = size
-                click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
+                last[line] = size
+                click.echo(f"{p.commit_sha[:12]}  {line:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
                            f"{p.subject[:60]}")
 
 

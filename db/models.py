@@ -275,6 +275,8 @@ class HistoryPoint:
     declared: str | None           # from the inline facts; None when not analyzed
     out_of_line: bool | None
     inlined_count: int | None
+    arch: str = "x86_64"           # the build's kernel arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -282,7 +284,7 @@ class HistoryPoint:
 
 @dataclass
 class FunctionLine:
-    """One (toolchain, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
+    """One (toolchain, arch, LTO mode, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
     None where that commit has no build under it (or the build has no symbol / no facts of it)."""
     toolchain: str
     target: str
@@ -292,6 +294,8 @@ class FunctionLine:
     declared: list[str | None]
     out_of_line: list[bool | None]
     inlined_count: list[int | None]
+    arch: str = "x86_64"           # one line per toolchain, arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def has(self, i: int) -> bool:
         return self.build_id[i] is not None

@@ -142,6 +142,27 @@ def test_one_matrix_per_arch(fake_store, client):
         assert sized == set(want["gcc-12"]) | set(want["clang-19"]), arch
 
 
+def test_history_has_a_line_per_toolchain_and_arch(fake_store, client):
+    """The function page and ``sizewatch history``: an arm64 point is never on an x86_64 line; each line's
+    sizes are nm's (the cross nm for arm64) of that commit's object."""
+    db, c, cache, _ = fake_store
+    d = get_json(client, "/api/function/alloc_pages")
+    shas = d["chart"]["commits"]["sha"]
+    assert shas == [c["base"], c["one"], c["two"]]
+    lines = {ln["label"]: ln["size"] for ln in d["chart"]["lines"]}
+    assert list(lines) == ["gcc-12", "gcc-12 arm64", "clang-19", "clang-19 arm64"]
+    for col, size in lines.items():
+        tc, arch = col.split(" ")[0], "arm64" if col.endswith(" arm64") else "x86_64"
+        assert size == [nm_sizes(build_object(cache, tc, arch, sha), arch)["alloc_pages"] for sha in shas], col
+    p = subprocess.run([*sizewatch_cmd(), "history", "alloc_pages", "--db", str(db)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = [ln.split() for ln in p.stdout.splitlines()[1:]]
+    arm = [r for r in rows if r[1:3] == ["gcc-12", "arm64"]]
+    assert [(r[0], int(r[3])) for r in arm] == [(sha[:12], lines["gcc-12 arm64"][i]) for i, sha in enumerate(shas)]
+    assert len(rows) == 12
+
+
 def test_rerun_keeps_the_arch(fake_store, client, monkeypatch):
     """The re-run form sends the page's arch: a commit built for both arches is re-run for arm64 with
     ``--arch arm64`` (everything is stored: the job builds nothing); the argument mapping itself as

@@ -34,7 +34,8 @@ def changes(chart: dict, lines: list[tuple[str, FunctionLine]], commits: list[Co
     out = []
     for i, tc, _, j, ln, col in reversed(latest[-limit:] if limit else []):
         c, old, new = commits[i], col["size"][j], col["size"][i]
-        out.append({"commit": c.sha, "subject": c.subject, "date": c.date, "toolchain": tc, "target": ln.target,
+        out.append({"commit": c.sha, "subject": c.subject, "date": c.date, "toolchain": tc, "line": col["label"],
+                    "target": ln.target,
                     "old": old, "new": new, "delta": None if new is None or old is None else new - old,
                     "was": charts.status_text(ln, j, col["state"][j]),
                     "now": charts.status_text(ln, i, col["state"][i]),
