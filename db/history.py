@@ -52,11 +52,12 @@ class HistoryRows:
         rows = self._placed(rows, commits, tcs, 1, 2)
         rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
         out = []
+        flavours = self._flavours(r[0] for r in rows)
         for bid, cid, tcid, tgt in rows:
             c = commits[cid]
             inst, by, incl, callers, units, decls = got.get(bid, [0, 0, 0, 0, 0, []])
             out.append(InlinePoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, inst, by, incl, callers, units,
-                                   sorted(decls)))
+                                   sorted(decls), *flavours.get(bid, ("x86_64", ""))))
         return out
 
     @_retry_busy

@@ -144,6 +144,8 @@ class InlinePoint(BuildPoint):
     callers: int
     units: int
     decl_files: list[str] = field(default_factory=list)
+    arch: str = "x86_64"           # the build's kernel arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)

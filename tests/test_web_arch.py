@@ -163,6 +163,30 @@ def test_history_has_a_line_per_toolchain_and_arch(fake_store, client):
     assert len(rows) == 12
 
 
+def test_inlined_history_keeps_the_arches_apart(fake_store, client):
+    """``history --inlined`` and the function page's inlined copies: per toolchain, arch and target, each
+    line's first point without a delta (an arm64 point is never compared with an x86_64 one)."""
+    import json
+    db, c, _, _ = fake_store
+    p = subprocess.run([*sizewatch_cmd(), "history", "--inlined", "rmqueue_smallest", "--db", str(db), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    points = json.loads(p.stdout)
+    assert sorted({(x["toolchain"], x["arch"], x["lto"]) for x in points}) == [
+        ("clang-19", "arm64", ""), ("clang-19", "x86_64", ""), ("gcc-12", "arm64", ""), ("gcc-12", "x86_64", "")]
+    text = subprocess.run([*sizewatch_cmd(), "history", "--inlined", "rmqueue_smallest", "--db", str(db)],
+                          capture_output=True, text=True, timeout=60).stdout.splitlines()[1:]
+    for line in ("gcc-12", "gcc-12 arm64", "clang-19", "clang-19 arm64"):
+        mine = [ln for ln in text if ln[14:].split("mm/page_alloc.o")[0].strip() == line]
+        assert [ln[:12] for ln in mine] == [c["base"][:12], c["one"][:12], c["two"][:12]], (line, text)
+        inst, size, third = mine[0].split("mm/page_alloc.o")[1].split()[:3]
+        assert not third.startswith(("+", "-")), (line, mine[0])          # a line's first point: no delta
+        assert all(ln.split("mm/page_alloc.o")[1].split()[2].startswith(("+", "-")) for ln in mine[1:]), mine
+    d = get_json(client, "/api/function/rmqueue_smallest")
+    assert sorted(x["line"] for x in d["inlined"]["current"]) == ["clang-19", "clang-19 arm64", "gcc-12",
+                                                                  "gcc-12 arm64"]
+
+
 def test_rerun_keeps_the_arch(fake_store, client, monkeypatch):
     """The re-run form sends the page's arch: a commit built for both arches is re-run for arm64 with
     ``--arch arm64`` (everything is stored: the job builds nothing); the argument mapping itself as

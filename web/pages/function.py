@@ -10,6 +10,7 @@ from flask import Blueprint, abort, jsonify, render_template
 from db.models import Commit, FunctionLine, InlinePoint
 from db.store import Store
 from web import charts, context, params
+from toolchains.flavour import label as line_label
 from web.pages.runtime_rows import function_runtime
 
 bp = Blueprint("function", __name__)
@@ -96,17 +97,19 @@ def inlined_data(points: list[InlinePoint], limit: int) -> dict | None:
         return None
     last: dict[tuple[str, str], InlinePoint] = {}
     changed = []
-    for p in points:                    # history order
-        key = (p.toolchain, p.target)
+    for p in points:                    # history order; an arm64 or ThinLTO build: a line of its own
+        key = (line_label(p.toolchain, p.arch, p.lto), p.target)
         prev = last.get(key)
         if prev is not None and (prev.instances, prev.bytes) != (p.instances, p.bytes):
-            changed.append({"commit": p.commit_sha, "subject": p.subject, "toolchain": p.toolchain, "target": p.target,
+            changed.append({"commit": p.commit_sha, "subject": p.subject, "toolchain": p.toolchain, "line": key[0],
+                            "target": p.target,
                             "instances_old": prev.instances, "instances_new": p.instances, "old": prev.bytes,
                             "new": p.bytes, "delta": p.bytes - prev.bytes, "url": f"/commit/{p.commit_sha}"})
         last[key] = p
-    current = [{"toolchain": p.toolchain, "target": p.target, "commit": p.commit_sha, "instances": p.instances,
-                "bytes": p.bytes, "including": p.including, "callers": p.callers, "units": p.units,
-                "decl_files": p.decl_files} for p in sorted(last.values(), key=lambda p: (p.toolchain, p.target))]
+    current = [{"toolchain": p.toolchain, "line": line, "target": p.target, "commit": p.commit_sha,
+                "instances": p.instances, "bytes": p.bytes, "including": p.including, "callers": p.callers,
+                "units": p.units, "decl_files": p.decl_files}
+               for (line, _), p in sorted(last.items(), key=lambda kv: (kv[1].toolchain, kv[0][0], kv[1].target))]
     return {"current": current, "changes": changed[::-1][:limit] if limit else [], "changes_total": len(changed),
             "points": len(points)}
 
