@@ -133,6 +133,43 @@ def test_migration_19_gives_old_arm64_configs_their_arch(tmp_path):
         conn.close()
 
 
+def test_bot_with_arm64_hands_its_builds_to_an_arm64_worker(fake, redis, tmp_path):
+    """``sizewatch bot --queue`` with ``[bot].arch = "arm64"`` (refused before arches were queued): the
+    worker started for arm64 builds the series and the mail is the in-process bot's, reproduce lines
+    with ``--arch arm64`` included."""
+    from botlist import bot_config
+    tree, c, env, db = fake
+    mbox = tmp_path / "series.mbox"
+    mbox.write_text(subprocess.run(["git", "-C", str(tree), "format-patch", "--stdout", "--thread", "--cover-letter",
+                                    "--to=linux-mm@kvack.org", "--base", c["base"], f"{c['base']}..{c['two']}"],
+                                   capture_output=True, text=True, check=True).stdout)
+    cfg = bot_config(tmp_path / "bot.toml", tree=str(tree), arch="arm64", toolchains=["gcc-12"],
+                     report={"growth_bytes": 1})
+
+    def bot(*args, db: Path) -> subprocess.CompletedProcess:
+        p = subprocess.run([*sizewatch_cmd(), "bot", "--series", str(mbox), "--config", str(cfg), "--dry-run",
+                            "--db", str(db), *args], capture_output=True, text=True, timeout=600,
+                           env={**os.environ, **env})
+        assert p.returncode == 0, p.stderr + logs(tmp_path)
+        return p
+
+    def body(text: str) -> str:           # the mails without the headers that carry times and ids
+        return "\n".join(ln for ln in text.splitlines() if not ln.startswith(("Date:", "Message-ID:", "Message-Id:")))
+    workers = Workers(tmp_path, redis, db, env)
+    try:
+        workers.start(1, "gcc-12", store_args=["--db", db, "--arch", "arm64"])
+        queued = bot("--queue", redis.url, db=db)
+        assert "queue: 3 job(s)" in queued.stderr and "(sizewatch:arm64:gcc-12)" in queued.stderr, queued.stderr
+        assert status(redis)["workers"][0]["done"] == 3
+    finally:
+        workers.stop()
+    local = bot(db=tmp_path / "local.db")
+    # patch 1 leaves arm64's object the same size (nothing to mail); patch 2 grows alloc_pages by 4 bytes
+    assert [ln for ln in queued.stdout.splitlines() if ln.startswith("Subject:")] == ["Subject: Re: [PATCH 2/2] mm: two"]
+    assert body(queued.stdout) == body(local.stdout)
+    assert "aarch64-linux-gnu-gcc-12" in queued.stdout and "      --arch arm64" in queued.stdout
+
+
 def test_a_worker_refuses_a_job_for_another_arch(fake, redis, tmp_path):
     """A job whose arch the worker was not started for (put on its queue by hand, as an older or foreign
     coordinator could) fails with one line saying so, is parked after its attempt and stored nowhere."""
