@@ -222,6 +222,25 @@ def test_rerun_keeps_the_arch(fake_store, client, monkeypatch):
     r = client.post(f"/api/commit/{c['two']}/rerun", headers={"Authorization": f"Bearer {TOKEN}"},
                     data={"arch": "sparc"})
     assert r.status_code == 400 and "arch='sparc'" in r.get_json()["error"]
+    # the function page's bisect form: the arch of the line to bisect, passed on as --arch
+    html = client.get("/function/alloc_pages").get_data(as_text=True)
+    assert '<select name="arch"><option>x86_64</option><option>arm64</option></select>' in html
+    r = client.post("/api/function/alloc_pages/bisect", headers={"Authorization": f"Bearer {TOKEN}"},
+                    data={"range": f"{c['base']}..{c['two']}", "toolchain": "gcc-12", "condition": "grew_by",
+                          "bytes": "1", "arch": "arm64"})
+    assert r.status_code == 202, r.data
+    job = r.get_json()["job"]
+    assert job["argv"][job["argv"].index("--arch") + 1] == "arm64"
+    deadline = time.monotonic() + 300
+    while True:
+        st = client.get(f"/api/jobs/{job['id']}", headers={"Authorization": f"Bearer {TOKEN}"}).get_json()
+        if st["state"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert st["state"] == "done", st["log"][-2000:]
+    old, new = (nm_sizes(build_object(cache, "gcc-12", "arm64", c[k]), "arm64")["alloc_pages"] for k in ("one", "two"))
+    assert "(gcc-12: aarch64-linux-gnu-gcc-12 " in st["log"] and f"{c['two']} mm: two" in st["log"]
+    assert f"{'alloc_pages':40} {old:>7} {new:>7} {new - old:>+7}" in st["log"], st["log"]      # the cross nm's sizes
 
 
 def test_bot_reproduce_lines_name_the_config_arch_and_lto():

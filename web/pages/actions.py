@@ -148,10 +148,17 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
         abort(400, description=f"target={target[:80]!r}: expected an object path like mm/page_alloc.o")
     tree = store.tree_path(first.tree) or first.tree.removeprefix("linux-")
     rng = f"{first.sha}..{last.sha}"
-    return (f"bisect {name} {rng} {tc} {' '.join(flag)} {target}",
-            ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target,
-             *_config_args([b for b in store.builds_for_commit(last.sha, last.tree)
-                            if b.toolchain == tc and b.target == target]),
+    from toolchains.flavour import matches
+    arch, lto = _asked(f)              # the function line's arch and LTO mode (gcc-12 arm64), when given
+    config = _config_args([b for b in store.builds_for_commit(last.sha, last.tree)
+                           if b.toolchain == tc and b.target == target and matches(b.arch, b.config_key, arch, lto)])
+    if arch not in (None, "x86_64") and "--arch" not in config:
+        config += ["--arch", arch]
+    if lto == "thin" and "--lto" not in config:
+        config += ["--lto", lto]
+    key = " ".join(x for x in (arch if arch not in (None, "x86_64") else "", "thinlto" if lto == "thin" else "") if x)
+    return (f"bisect {name} {rng} {tc}{' ' + key if key else ''} {' '.join(flag)} {target}",
+            ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target, *config,
              *context.settings().db_args()[0]])
 
 

@@ -134,7 +134,8 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
     current = []
     for (label, ln), st in zip(lines, states):
         i = next(k for k in range(len(st) - 1, -1, -1) if st[k] is not None)     # the line's latest point
-        current.append({"line": label, "toolchain": ln.toolchain, "commit": series.commits[i].sha,
+        current.append({"line": label, "toolchain": ln.toolchain, "arch": ln.arch, "lto": ln.lto or "none",
+                        "commit": series.commits[i].sha,
                         "size": ln.size[i] if ln.status[i] == "ok" else None,
                         "status": charts.status_text(ln, i, st[i])})
     return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,
