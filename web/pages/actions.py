@@ -54,11 +54,7 @@ def _rerun_args(store: Store, commit: Commit) -> list[str]:
     targets = sorted({b.target for b in builds}) or list(DEFAULT_TARGETS)
     tree = store.tree_path(commit.tree) or commit.tree.removeprefix("linux-")
     rng = f"{commit.parent_sha}..{commit.sha}" if commit.parent_sha else commit.sha
-    config = _config_args(builds)
-    if arch not in (None, "x86_64") and "--arch" not in config:      # none stored of that arch yet
-        config += ["--arch", arch]
-    if lto == "thin" and "--lto" not in config:
-        config += ["--lto", lto]
+    config = _asked_args(builds, arch, lto)
     return ["run", rng, "--tree", tree, "--toolchains", ",".join(tcs), "--targets", ",".join(targets),
             *config, *context.settings().db_args()[0]]
 
@@ -73,6 +69,17 @@ def _config_args(builds) -> list[str]:
     if len(got) != 1 or None in got:
         return []
     return list(got.pop())
+
+
+def _asked_args(builds, arch: str | None, lto: str | None) -> list[str]:
+    """``_config_args`` of the builds of the arch and LTO mode asked for, with ``--arch``/``--lto`` added
+    when none of them is stored yet (a first arm64 build of a commit)."""
+    config = _config_args(builds)
+    if arch not in (None, "x86_64") and "--arch" not in config:
+        config += ["--arch", arch]
+    if lto == "thin" and "--lto" not in config:
+        config += ["--lto", lto]
+    return config
 
 
 def _asked(where) -> tuple[str | None, str | None]:
@@ -150,12 +157,9 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
     rng = f"{first.sha}..{last.sha}"
     from toolchains.flavour import matches
     arch, lto = _asked(f)              # the function line's arch and LTO mode (gcc-12 arm64), when given
-    config = _config_args([b for b in store.builds_for_commit(last.sha, last.tree)
-                           if b.toolchain == tc and b.target == target and matches(b.arch, b.config_key, arch, lto)])
-    if arch not in (None, "x86_64") and "--arch" not in config:
-        config += ["--arch", arch]
-    if lto == "thin" and "--lto" not in config:
-        config += ["--lto", lto]
+    config = _asked_args([b for b in store.builds_for_commit(last.sha, last.tree)
+                          if b.toolchain == tc and b.target == target and matches(b.arch, b.config_key, arch, lto)],
+                         arch, lto)
     key = " ".join(x for x in (arch if arch not in (None, "x86_64") else "", "thinlto" if lto == "thin" else "") if x)
     return (f"bisect {name} {rng} {tc}{' ' + key if key else ''} {' '.join(flag)} {target}",
             ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target, *config,

@@ -19,8 +19,8 @@ from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
 from db.store import Store
-from web import context, params
 from toolchains.flavour import label, matches
+from web import context, params
 from web.pages.cells import filter_links
 from web.pages.runtime_rows import commit_runtime
 
