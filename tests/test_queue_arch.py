@@ -111,6 +111,32 @@ def test_one_worker_serves_x86_64_and_arm64_queues(fake, redis, tmp_path):
         workers.stop()
 
 
+def test_a_thinlto_arm64_job_carries_its_config_to_the_worker(fake, redis, tmp_path):
+    """``run --lto thin --arch arm64 --queue``: the job's config (arch and the ThinLTO fragment) reaches the
+    worker whole, so it builds and stores under the key the coordinator waits on; the report is the
+    in-process one byte for byte. (The fake kernel's vmlinux is a relocatable ``ld -r``: the analysis
+    says so, the same line both ways.)"""
+    from toolchains.kbuild import preset
+    tree, c, env, db = fake
+    args = ["--tree", tree, f"{c['base']}..{c['two']}", "--toolchains", "clang-19", "--targets", "vmlinux",
+            "--lto", "thin", "--arch", "arm64"]
+    workers = Workers(tmp_path, redis, db, env)
+    try:
+        workers.start(1, "clang-19", store_args=["--db", db, "--arch", "arm64"])
+        rc, out, err = finished(coordinator(args, db, redis, tmp_path, env), tmp_path)
+    finally:
+        workers.stop()
+    ref = subprocess.run([*sizewatch_cmd(), "run", *map(str, args), "--db", str(tmp_path / "ref.db")],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "SIZEWATCH_CACHE": str(tmp_path / "cache-ref")})
+    assert rc == ref.returncode == 0, err + ref.stderr + logs(tmp_path)
+    assert "queue: 3 job(s)" in err and "(sizewatch:arm64:clang-19)" in err, err
+    same_text(out, ref.stdout.replace(str(tmp_path / "cache-ref"), env["SIZEWATCH_CACHE"]))   # each its cache
+    key = preset("defconfig", arch="arm64", lto="thin").key
+    assert {k[3] for k in build_keys(db)} == {key} and len(build_keys(db)) == 3
+    assert f"vmlinux [{key}]" in out
+
+
 def test_migration_19_gives_old_arm64_configs_their_arch(tmp_path):
     """Stores written before the pipeline recorded a config's arch hold arm64 configs as x86_64: 0019
     sets them from the key (an arm64 key has ``-arm64-`` after its name), x86_64 ones stay."""
