@@ -159,6 +159,36 @@ def test_migration_19_gives_old_arm64_configs_their_arch(tmp_path):
         conn.close()
 
 
+def test_migration_19_drops_the_mixed_matrix_tables(fake, tmp_path):
+    """A store a sizewatch before 0019 wrote: an arm64 run's config rows say x86_64 and its commits'
+    matrix tables mix the arches. Migrating sets the arch and drops exactly those commits' tables (the
+    page ranks them per arch again); a commit with x86_64 builds only keeps its tables."""
+    from db.store import open_store
+    tree, c, env, db = fake
+    for arch, rng in (("x86_64", f"{c['base']}..{c['one']}"), ("arm64", f"{c['one']}..{c['two']}")):
+        p = subprocess.run([*sizewatch_cmd(), "run", "--tree", str(tree), rng, "--toolchains", "gcc-12", "--arch", arch,
+                            "--db", str(db)], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+        assert p.returncode == 0, p.stderr
+    conn = sqlite3.connect(db)                 # as the old sizewatch left it
+    conn.execute("UPDATE configs SET arch = 'x86_64'")
+    conn.execute("DELETE FROM schema_migrations WHERE version = 19")
+    conn.commit()
+
+    def tables() -> dict[str, set[str]]:
+        got: dict[str, set[str]] = {}
+        for sha, key in conn.execute("SELECT c.sha, m.target FROM matrix_tables m JOIN commits c ON c.id = m.commit_id"):
+            got.setdefault(sha, set()).add(key)
+        return got
+    before = tables()
+    assert before[c["base"]] == {"", "mm/page_alloc.o"} and c["one"] in before and c["two"] in before
+    open_store(db).close()
+    assert tables() == {c["base"]: {"", "mm/page_alloc.o"}}     # one and two have arm64 builds
+    assert conn.execute("SELECT count(*) FROM matrix_rows m JOIN commits c ON c.id = m.commit_id "
+                        "WHERE c.sha IN (?, ?)", (c["one"], c["two"])).fetchone() == (0,)
+    assert sorted(conn.execute("SELECT arch FROM configs")) == [("arm64",), ("x86_64",)]
+    conn.close()
+
+
 def test_bot_with_arm64_hands_its_builds_to_an_arm64_worker(fake, redis, tmp_path):
     """``sizewatch bot --queue`` with ``[bot].arch = "arm64"`` (refused before arches were queued): the
     worker started for arm64 builds the series and the mail is the in-process bot's, reproduce lines
