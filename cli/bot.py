@@ -119,9 +119,6 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
         every = duration(interval, "--interval") if interval else policy.poll_interval
         transport = None if policy.dry_run else _transport(policy, outbox, smtp_host, smtp_user, smtp_starttls)
         source.check()                                       # a missing maildir / mbox fails before any work
-        if queue_url and policy.arch != "x86_64":
-            from analyzer.errors import InputError
-            raise InputError(f"--queue builds x86_64 only for now: [bot].arch is {policy.arch}")
         from db.pg import StoreUnavailable
         if queue_url:
             from ci.queue.names import QueueUnavailable, connect

@@ -120,8 +120,6 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             from ci.queue.coordinator import QueuedBuilds
             if attempts < 1:
                 raise InputError("--attempts must be 1 or more")
-            if arch != "x86_64":
-                raise InputError(f"--queue builds x86_64 only for now: build {arch} in this process (no --queue)")
             builds = QueuedBuilds(queue_url, attempts=attempts)
         with open_store(db) as store:
             report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
@@ -197,14 +195,16 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, inline
             if as_json:
                 click.echo(json.dumps([p.to_dict() for p in points], indent=2))
                 return
+            from toolchains.flavour import label
             click.echo(f"{'commit':12}  {'toolchain':9}  {'size':>6}  {'delta':>6}  {'inline status':28}  subject")
             last: dict[str, int | None] = {}
-            for p in points:
+            for p in points:                   # a toolchain's arm64 and ThinLTO builds: lines of their own
                 size = p.size if p.size is not None else 0
-                prev = last.get(p.toolchain)
+                line = label(p.toolchain, p.arch, p.lto)
+                prev = last.get(line)
                 delta = "" if prev is None else f"{size - prev:+d}"
-                last[p.toolchain] = size
-                click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
+                last[line] = size
+                click.echo(f"{p.commit_sha[:12]}  {line:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
                            f"{p.subject[:60]}")
 
 
@@ -219,14 +219,16 @@ def _inlined_history(store, function: str, toolchain: str | None, target: str | 
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in points], indent=2))
         return
+    from toolchains.flavour import label
     click.echo(f"{'commit':12}  {'toolchain':9}  {'target':16}  {'inst':>5}  {'bytes':>7}  {'delta':>6}  "
                f"{'incl':>7}  {'callers':>7}  subject")
     last: dict[tuple[str, str], int] = {}
-    for p in points:
-        prev = last.get((p.toolchain, p.target))
+    for p in points:                       # a toolchain's arm64 and ThinLTO builds: lines of their own
+        line = label(p.toolchain, p.arch, p.lto)
+        prev = last.get((line, p.target))
         delta = "" if prev is None else f"{p.bytes - prev:+d}"
-        last[(p.toolchain, p.target)] = p.bytes
-        click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {p.target:16}  {p.instances:5d}  {p.bytes:7d}  {delta:>6}  "
+        last[(line, p.target)] = p.bytes
+        click.echo(f"{p.commit_sha[:12]}  {line:9}  {p.target:16}  {p.instances:5d}  {p.bytes:7d}  {delta:>6}  "
                    f"{p.including:7d}  {p.callers:7d}  {p.subject[:50]}")
 
 

@@ -144,6 +144,8 @@ class InlinePoint(BuildPoint):
     callers: int
     units: int
     decl_files: list[str] = field(default_factory=list)
+    arch: str = "x86_64"           # the build's kernel arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -220,6 +222,7 @@ class Build:
     errors: list[str]
     analysis_version: int
     config_hash: str = ""
+    arch: str = "x86_64"                # the config's kernel arch (x86_64, arm64)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -274,6 +277,8 @@ class HistoryPoint:
     declared: str | None           # from the inline facts; None when not analyzed
     out_of_line: bool | None
     inlined_count: int | None
+    arch: str = "x86_64"           # the build's kernel arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -281,7 +286,7 @@ class HistoryPoint:
 
 @dataclass
 class FunctionLine:
-    """One (toolchain, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
+    """One (toolchain, arch, LTO mode, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
     None where that commit has no build under it (or the build has no symbol / no facts of it)."""
     toolchain: str
     target: str
@@ -291,6 +296,8 @@ class FunctionLine:
     declared: list[str | None]
     out_of_line: list[bool | None]
     inlined_count: list[int | None]
+    arch: str = "x86_64"           # one line per toolchain, arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def has(self, i: int) -> bool:
         return self.build_id[i] is not None
@@ -350,6 +357,7 @@ class BuildSummary:
     kinds: dict[str, int] = field(default_factory=dict)
     worst: FindingRow | None = None
     carried: int = 0
+    arch: str = "x86_64"                # the config's kernel arch
 
     @property
     def text_delta(self) -> int | None:

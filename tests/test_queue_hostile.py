@@ -175,7 +175,7 @@ def test_queue_status_prints_forged_text_as_one_clean_line(redis, tmp_path):
     assert line == ["  gcc-12 abc running: gcc-12 FORGED on host since now [2J: boom ]0;owned now  "
                     "(forged, last worker ?)"], p.stdout
     assert "running:\n  none" in p.stdout                     # the forged "running:" made no section
-    assert "workers:\n  w FORGED-W  [gcc-12]  busy [2J FORGED-S  done 0, failed 0\n\n" in p.stdout, p.stdout
+    assert "workers:\n  w FORGED-W  [gcc-12] x86_64  busy [2J FORGED-S  done 0, failed 0\n\n" in p.stdout, p.stdout
     st = status(redis)
     assert st["parked"][0]["description"] == "gcc-12 abc running: gcc-12 FORGED on host since now [2J"
 

@@ -58,10 +58,12 @@ def test_a_store_from_a_newer_sizewatch_is_refused(tmp_path):
     db = tmp_path / "s.db"
     open_store(db).close()
     c = sqlite3.connect(db)
-    c.execute("INSERT INTO schema_migrations VALUES (19, 'from_the_future', '2030-01-01T00:00:00+00:00')")
+    from db import migrate
+    future = migrate.available()[-1].version + 1          # one past the newest this sizewatch knows
+    c.execute("INSERT INTO schema_migrations VALUES (?, 'from_the_future', '2030-01-01T00:00:00+00:00')", (future,))
     c.commit()
     c.close()
-    want = "store was written by a newer sizewatch: migration 0019 unknown"
+    want = f"store was written by a newer sizewatch: migration {future:04d} unknown"
     for cmd in (("report", "abc"), ("history", "f"), ("bot", "--status"), ("db", "check"), ("serve", "--port", "0")):
         one_line_error(sw(*cmd, "--db", db), want)
     with pytest.raises(StoreError, match=want):

@@ -53,7 +53,7 @@ class RunStats:
 
 
 def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str,
-            mcpu: str = DEFAULT_MCPU) -> int:
+            mcpu: str = DEFAULT_MCPU, arch: str = "x86_64") -> int:
     """Analyze one target of a build and write it all (one build row) in one transaction."""
     objects, findings = [], []
     path = done.objects.get(target)
@@ -87,7 +87,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
     if path is None and not errors:
         errors = [f"no object {target} after the build"]
     rec = BuildRecord(tree.name, commit, done.toolchain, done.compiler_version,
-                      ConfigInfo(done.config_key, config_hash=done.config_hash, config_text=done.config_text),
+                      ConfigInfo(done.config_key, arch, config_hash=done.config_hash, config_text=done.config_text),
                       target, status, done.family, done.method, done.seconds, log=done.log,
                       errors=errors, objects=objects, findings=findings,
                       analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
@@ -152,7 +152,7 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
             if _done(have, analysis.ANALYSIS_VERSION, store, job.measure):
                 stats.stored += 1             # a duplicate delivery or a second worker got there first
                 continue
-            _record(store, tree, job.commit, done, t, job.mcpu)
+            _record(store, tree, job.commit, done, t, job.mcpu, job.config.arch)
             if have is not None:
                 stats.reanalyzed += 1
             else:

@@ -29,7 +29,7 @@ from ci.pipeline import builder
 from ci.pipeline.measure import Measure
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
-from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
+from ci.queue.names import QueueError, connect, describe, flavour, job_id, queue_name, shown
 from ci.queue.trees import publish
 from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args, workers
 from db.store import Store
@@ -100,24 +100,30 @@ class Run:
 
     def __init__(self, cfg: QueuedBuilds, store: Store, jobs: list[BuildJob], stats: RunStats,
                  progress: Callable[[str], None], versions: dict[str, str] | None = None):
+        """``versions``: the compiler version per toolchain name (a bench's synthetic jobs), else each
+        (toolchain, arch)'s own, read here (an arm64 job's compiler is the cross one)."""
         from rq import Queue
         from toolchains.build import toolchain_info
         self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
         self.conn = connect(cfg.redis_url)
         self.identity = store.identity()          # what the jobs name their store by: no URL, no password
-        self.versions = versions or {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
-        self.queues = {tc: Queue(queue_name(tc), connection=self.conn, job_class=SafeJob, serializer=SERIALIZER)
-                       for tc in self.versions}
-        self.pending = {job_id(j, self.versions[j.toolchain]): j for j in jobs}
+        kinds = {(j.toolchain, j.config.arch) for j in jobs}
+        self.versions = {(tc, arch): versions[tc] if versions else toolchain_info(tc, arch)[1] for tc, arch in kinds}
+        self.queues = {k: Queue(queue_name(*k), connection=self.conn, job_class=SafeJob, serializer=SERIALIZER)
+                       for k in kinds}
+        self.pending = {job_id(j, self.version(j)): j for j in jobs}
         self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
-                                                                   self.versions[j.toolchain])}
+                                                                   self.version(j))}
                     for jid, j in self.pending.items()}          # stored before: re-analysis
         self.again = dict.fromkeys(self.pending, 0)              # times enqueued again
 
+    def version(self, job: BuildJob) -> str:
+        return self.versions[(job.toolchain, job.config.arch)]
+
     def enqueue(self, jid: str, job: BuildJob) -> None:
         from rq import Retry
-        self.queues[job.toolchain].enqueue_call(
-            self.cfg.function, args=job_args(job, self.identity, self.versions[job.toolchain]), job_id=jid,
+        self.queues[(job.toolchain, job.config.arch)].enqueue_call(
+            self.cfg.function, args=job_args(job, self.identity, self.version(job)), job_id=jid,
             timeout=job_timeout(self.cfg.job_timeout, job), result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
             retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
 
@@ -130,7 +136,7 @@ class Run:
 
     def park(self, jid: str, why: str) -> None:
         job = self.pending.pop(jid)
-        line = f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: parked after {self.cfg.attempts} attempt(s): {why} (job {jid})"
+        line = f"{job.toolchain + flavour(job):9} {job.commit.sha[:12]} {' '.join(job.targets)}: parked after {self.cfg.attempts} attempt(s): {why} (job {jid})"
         self.stats.parked.append(line)
         self.stats.lines.append(line)
         self.progress(line)
@@ -146,7 +152,7 @@ class Run:
 
     def stored(self, jid: str) -> bool:
         job = self.pending[jid]
-        return not missing_targets(self.store, job, self.versions[job.toolchain])
+        return not missing_targets(self.store, job, self.version(job))
 
     def wait(self) -> None:
         for jid, job in list(self.pending.items()):
@@ -158,7 +164,7 @@ class Run:
                 self.enqueue(jid, job)
         if self.pending:
             self.progress(f"queue: {len(self.pending)} job(s) on {shown(self.cfg.redis_url)} "
-                          f"({', '.join(sorted({queue_name(j.toolchain) for j in self.pending.values()}))})")
+                          f"({', '.join(sorted({queue_name(j.toolchain, j.config.arch) for j in self.pending.values()}))})")
         idle_note, down_since = time.monotonic(), None
         while self.pending:
             try:
@@ -181,8 +187,8 @@ class Run:
     def step(self) -> None:
         """One poll: RQ's abandoned-job clean-up, then each pending job against the store, then the queue."""
         from rq.registry import StartedJobRegistry
-        for tc in {j.toolchain for j in self.pending.values()}:
-            StartedJobRegistry(queue=self.queues[tc]).cleanup()     # abandoned jobs: retried or failed
+        for k in {(j.toolchain, j.config.arch) for j in self.pending.values()}:
+            StartedJobRegistry(queue=self.queues[k]).cleanup()     # abandoned jobs: retried or failed
         for jid in list(self.pending):
             if self.stored(jid):
                 self.finish(jid)
@@ -197,15 +203,15 @@ class Run:
                 self.requeue(jid, f"ended ({status}) without a stored result")
 
     def note_idle(self) -> None:
-        for tc in sorted({j.toolchain for j in self.pending.values()}):
-            if not workers(self.conn, self.queues[tc]):
-                self.progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
-                              f"--toolchains {tc} with $SIZEWATCH_REDIS and $SIZEWATCH_DB set); waiting")
+        for tc, arch in sorted({(j.toolchain, j.config.arch) for j in self.pending.values()}):
+            if not workers(self.conn, self.queues[(tc, arch)]):
+                self.progress(f"queue: no worker listens on {queue_name(tc, arch)} (start one: sizewatch worker "
+                              f"--toolchains {tc} --arch {arch} with $SIZEWATCH_REDIS and $SIZEWATCH_DB set); waiting")
 
     def finish(self, jid: str) -> None:
         """Count a job the store now holds and print its line (as the in-process run prints it)."""
         job = self.pending.pop(jid)
-        version = self.versions[job.toolchain]
+        version = self.version(job)
         builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version)
                   for t in job.targets]
         for t, b in zip(job.targets, builds):

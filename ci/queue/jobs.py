@@ -43,6 +43,7 @@ KILL_ENV = "SIZEWATCH_QUEUE_KILL_AT"   # test hook: a commit prefix whose jobs S
 class WorkerSettings:
     """Set by ``ci.queue.worker`` before the worker forks its horses (inherited by them)."""
     store: str | None = None               # the store URL or path, from the worker's env or file, never argv
+    arches: tuple[str, ...] = ("x86_64",)  # the arches the worker was started for (--arch)
     store_retries: int = 8                 # writes tried again this many times...
     store_retry_delay: float = 1.0         # ... after 1, 2, 4 ... s (at most 30 s apart)
 
@@ -85,7 +86,7 @@ def execute(job: dict, store: str, version: str) -> str:
 
     ``store`` (the coordinator's store identity) and ``version`` are what the coordinator waits on: a
     worker writing elsewhere, or holding another version of the compiler, would store a result it never
-    sees, so it refuses."""
+    sees, so it refuses; so does a worker not started for the job's arch."""
     from toolchains.build import toolchain_info
     try:
         build = job_from_dict(job)
@@ -102,7 +103,11 @@ def execute(job: dict, store: str, version: str) -> str:
             raise QueueError(f"this worker writes to {redact(mine)} ({here}), the job's coordinator reads {store}")
         return missing_targets(st, build)
 
-    here = toolchain_info(build.toolchain)[1]
+    arch = build.config.arch
+    if arch not in WorkerSettings.arches:
+        raise QueueError(f"this worker builds {', '.join(WorkerSettings.arches)}, the job is for {arch} "
+                         f"(start one with --arch {arch})")
+    here = toolchain_info(build.toolchain, arch)[1]
     if here != version:
         raise QueueError(f"{build.toolchain} here is {here}, the coordinator wants {version}")
     _crash_point(build)

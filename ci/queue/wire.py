@@ -7,7 +7,8 @@ coordinator reading the registries (issue 27). Here:
 - every queue, worker and registry uses RQ's ``JSONSerializer`` and ``SafeJob``, which forces it:
   job data, results and meta are JSON whatever serializer a caller passes, never unpickled;
 - a job's data must be exactly ``["ci.queue.jobs.execute", null, [JOB, STORE, VERSION], {}]``: JOB a
-  ``BuildJob`` as the dict ``job_to_dict`` writes (every field checked by ``job_from_dict``), STORE the
+  ``BuildJob`` as the dict ``job_to_dict`` writes (every field checked by ``job_from_dict``; its config
+  carries the arch, one of ``toolchains.registry.ARCHES``, and the fragment the LTO mode is read from), STORE the
   store's secret-free identity (``Store.identity``: a job carries no store URL), VERSION the compiler
   version. Anything else is refused before anything is imported or called: the job fails at once,
   without retries, with one line saying why (``JobRefused``), and stays parked;
@@ -104,9 +105,13 @@ def _config(d: Any) -> Config:
     lines = d["fragment"]
     if not isinstance(lines, list) or len(lines) > 10_000:
         raise BadPayload("the config's fragment is not a list of config lines")
+    from toolchains.registry import ARCHES
+    arch = _text(d["arch"], "the config's arch", _NAME)
+    if arch not in ARCHES:
+        raise BadPayload(f"the config's arch {arch[:60]!r} is none sizewatch builds ({', '.join(ARCHES)})")
     return Config(_text(d["base"], "the config's base", _NAME),
                   tuple(_text(ln, "a config line", _CONFIG_LINE) for ln in lines),
-                  _text(d["arch"], "the config's arch", _NAME), _text(d["name"], "the config's name", _NAME, empty=True))
+                  arch, _text(d["name"], "the config's name", _NAME, empty=True))
 
 
 def _measure(d: Any) -> Measure | None:

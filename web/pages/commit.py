@@ -19,7 +19,9 @@ from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
 from db.store import Store
+from toolchains.flavour import label, matches
 from web import context, params
+from web.pages.cells import filter_links
 from web.pages.runtime_rows import commit_runtime
 
 bp = Blueprint("commit", __name__)
@@ -90,8 +92,10 @@ def _link(t: ToolchainReport) -> dict | None:
 def toolchain_data(t: ToolchainReport) -> dict:
     """The page's data for one toolchain: the report model's (ci.reports.model), rendered; nothing
     is read from the store here, so the page, ``sizewatch report`` and the mail cannot disagree."""
+    col = label(t.toolchain, t.arch, t.lto)
     return {
         "toolchain": t.toolchain, "version": t.toolchain_version, "target": t.target, "config": t.config_key,
+        "arch": t.arch, "lto": t.lto or "none", "label": col, "anchor": col.replace(" ", "-"),
         "status": t.status, "build_id": t.build_id, "base_build_id": t.base_build_id, "base_status": t.base_status,
         "seconds": t.seconds, "analyzed": t.analyzed, "errors": t.errors,
         "text": {"old": t.base_text, "new": t.text,
@@ -112,14 +116,20 @@ def toolchain_data(t: ToolchainReport) -> dict:
     }
 
 
-def report_for(store: Store, commit: Commit, toolchains: list[str] | None, target: str | None) -> PatchReport:
-    return commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None,
-                         cache=context.symbol_cache())
+def report_for(store: Store, commit: Commit, toolchains: list[str] | None, target: str | None,
+               arch: str | None = None, lto: str | None = None) -> PatchReport:
+    """The commit's report, only the builds of ``arch`` and ``lto`` when given (``?arch=``, ``?lto=``)."""
+    rep = commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None,
+                        cache=context.symbol_cache())
+    rep.toolchains = [t for t in rep.toolchains if matches(t.arch, t.config_key, arch, lto)]
+    return rep
 
 
-def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, target: str | None = None) -> dict:
+def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, target: str | None = None,
+                arch: str | None = None, lto: str | None = None) -> dict:
+    """The patch page's data; ``arches``: those the commit has builds of (the re-run form's choice)."""
     commit = find_commit(store, rev)
-    rep = report_for(store, commit, toolchains, target)
+    rep = report_for(store, commit, toolchains, target, arch, lto)
     series = []
     for s in store.series_for_commit(commit.sha):
         pos = next((p.position for p in s.patches if p.commit_sha == commit.sha), None)
@@ -129,14 +139,18 @@ def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, tar
     return {"commit": commit.to_dict(), "series": series,
             "parent": {"sha": commit.parent_sha, "subject": parent.subject if parent else None,
                        "stored": parent is not None},
-            "toolchains": [toolchain_data(t) for t in rep.toolchains],
+            "toolchains": [toolchain_data(t) for t in rep.toolchains], "arch": arch, "lto": lto,
+            "filters": filter_links(arch, lto, {"toolchains": ",".join(toolchains or []), "target": target}),
+            "arches": sorted({b.arch for b in store.builds_for_commit(commit.sha, commit.tree)},
+                             key=lambda a: (a != "x86_64", a)),
             "links": {"text": f"/commit/{commit.sha}.txt", "json": f"/api/commit/{commit.sha}",
-                      "matrix": f"/matrix/{commit.sha}", "rerun": f"/api/commit/{commit.sha}/rerun",
+                      "matrix": f"/matrix/{commit.sha}" + (f"?arch={arch}" if arch else ""), "rerun": f"/api/commit/{commit.sha}/rerun",
                       "parent": f"/commit/{commit.parent_sha}" if parent else None}}
 
 
 def _args() -> dict:
-    return {"toolchains": params.toolchains_arg(), "target": params.target_arg()}
+    return {"toolchains": params.toolchains_arg(), "target": params.target_arg(), "arch": params.arch_arg(),
+            "lto": params.lto_arg()}
 
 
 @bp.get("/commit/<rev>")
@@ -154,7 +168,7 @@ def api(rev: str):
 def text(rev: str):
     store = context.store()
     args = _args()
-    rep = report_for(store, find_commit(store, rev), args["toolchains"], args["target"])
+    rep = report_for(store, find_commit(store, rev), **args)
     return render.patch_text(rep), 200, {"Content-Type": "text/plain; charset=utf-8"}
 
 
