@@ -165,11 +165,8 @@ def scenario(request, example_series, tmp_path_factory, output_dir):
     originals = {parse(r)["Message-ID"].strip(): parse(r) for r in first + v2 if parse(r)["Message-ID"]}
     yield {"db": db, "runs": runs, "after": after, "received": received, "originals": originals,
             "checks": checks, "tmp": tmp, "built": {tc: example_series(tc) for tc in TOOLCHAINS}}
-    if isinstance(db, str):                             # the bot's series mboxes of a PostgreSQL store
-        import shutil
-        assert not (Path.cwd() / "postgresql:").exists()   # kept under the cache dir, never a path from the URL
-        from db.store import beside
-        shutil.rmtree(beside(db, "-series"), ignore_errors=True)
+    from db.store import beside                         # the series go to git am as data: no mbox is kept
+    assert not beside(db, "-series").exists() and not (Path.cwd() / "postgresql:").exists()
 
 
 def replies_to(scenario, msgid: str) -> list:
