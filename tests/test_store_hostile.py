@@ -46,7 +46,7 @@ def test_files_sizewatch_did_not_create_are_refused_and_untouched(tmp_path):
              foreign: "an sqlite database that is not a sizewatch store (its tables: people)"}
     for path, why in cases.items():
         before = digest(path)
-        for cmd in (("report", "abc"), ("history", "f"), ("db", "check"), ("bot", "--status")):
+        for cmd in (("report", "abc"), ("history", "f"), ("db", "check"), ("bot", "status")):
             one_line_error(sw(*cmd, "--db", path), str(path.name), why)
         with pytest.raises(StoreError, match=why.replace("(", r"\(").replace(")", r"\)")):
             open_store(path)
@@ -62,7 +62,7 @@ def test_a_store_from_a_newer_sizewatch_is_refused(tmp_path):
     c.commit()
     c.close()
     want = "store was written by a newer sizewatch: migration 0019 unknown"
-    for cmd in (("report", "abc"), ("history", "f"), ("bot", "--status"), ("db", "check"), ("serve", "--port", "0")):
+    for cmd in (("report", "abc"), ("history", "f"), ("bot", "status"), ("db", "check"), ("serve", "--port", "0")):
         one_line_error(sw(*cmd, "--db", db), want)
     with pytest.raises(StoreError, match=want):
         open_store(db, read_only=True)
