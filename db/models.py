@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from analyzer import finding_details
 from analyzer.cost import FunctionCost
+from analyzer.finding_details import Details
 from analyzer.link_layout import HotPlacement
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 from analyzer.runtime import Runtime
@@ -79,9 +81,20 @@ class FindingRow:
     message: str = ""
     data: dict = field(default_factory=dict)      # Finding.to_dict()
     base_build_id: int | None = None              # None: a finding about the object alone
+    # data["details"] read once as its kind's class (what readers use); the store passes the one it read
+    details: Details | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.details is None:
+            self.details = finding_details.read(self.kind, _raw_details(self.data))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "details"}
+
+
+def _raw_details(data: object) -> object:
+    """The details dict inside a finding's data (None when the data holds none)."""
+    return data.get("details") if isinstance(data, dict) else None
 
 
 @dataclass

@@ -48,8 +48,7 @@ def default_path() -> Path | str:
 
 
 def beside(where: str | os.PathLike, suffix: str) -> Path:
-    """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``, the bot's
-    ``-series``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
+    """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
     put them beside, ``<cache>/postgresql/pg-<hash><suffix>``, the hash of the URL without its password
     (``dialect.redact``): no part of the URL is in the name, so no spelling of a password the masking
     might miss can be either, and the same database given with another password shares the files."""

@@ -173,6 +173,8 @@ DAMAGE = {
     "text that is not UTF-8": "UPDATE commits SET subject = CAST(x'66ff6f' AS TEXT) WHERE id = 2",
     "sections of object": "UPDATE objects SET sections = 'nope'",
     "data of a newly_out_of_line finding": "UPDATE findings SET data = '{'",
+    # JSON that reads, with a field of the wrong type (analyzer.finding_details)
+    "details of a newly_out_of_line finding": "UPDATE findings SET data = json_set(data, '$.details.reasons', 5)",
     "counts": "UPDATE comparisons SET counts = '{bad'",
     "tables": "UPDATE comparison_tables SET tables_z = x'0102'",
     "likely path calls": "UPDATE likely_paths SET calls = '[broken'",

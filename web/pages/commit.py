@@ -15,6 +15,7 @@ from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
 from analyzer import link_views
+from analyzer.finding_details import Crossing, InlineChange, NowInlined, NowOutOfLine, OutOfLineCopy
 from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
@@ -55,24 +56,24 @@ def _clone_groups(t: Comparison) -> list[dict]:
     return out
 
 
-def _details(f: FindingRow) -> dict:
-    return f.data.get("details", {}) if isinstance(f.data, dict) else {}
-
-
 def _finding(f: FindingRow) -> dict:
-    d = _details(f)
+    d = f.details
+    change = d if isinstance(d, InlineChange) else None
+    copy = d if isinstance(d, OutOfLineCopy) else None
     return {"kind": f.kind, "function": f.function, "severity": f.severity or "info", "message": f.message,
-            "reason": d.get("reason") or next(iter(d.get("reasons") or []), None),
-            "was": d.get("base"), "now": d.get("head") if isinstance(d.get("head"), str) else None,
-            "declared": d.get("declared_head") or d.get("declared"),
-            "pushed_by": d.get("pushed_by", []), "inlined_into": d.get("inlined_into", {}),
-            "size": d.get("size") if "size" in d else d.get("base_size")}
+            "reason": d.reason, "was": change.base or None if change else None,
+            "now": change.head or None if change else None,
+            "declared": change.declared_head if change else copy.declared if copy else None,
+            "pushed_by": list(d.pushed_by) if isinstance(d, NowOutOfLine) else [],
+            "inlined_into": d.inlined_into if isinstance(d, NowInlined) else {},
+            "size": d.base_size if isinstance(d, NowInlined) else d.size if isinstance(d, (NowOutOfLine, OutOfLineCopy))
+            else None}
 
 
 def _crossing(f: FindingRow) -> dict:
-    d = _details(f)
-    return {"function": f.function, "message": f.message, "delta": d.get("delta"), "crossed": d.get("crossed", []),
-            "placed": d.get("placed", False), "base": d.get("base", {}), "head": d.get("head", {})}
+    d = f.details if isinstance(f.details, Crossing) else Crossing()
+    return {"function": f.function, "message": f.message, "delta": d.delta, "crossed": list(d.crossed),
+            "placed": d.placed, "base": d.base.to_dict() if d.base else {}, "head": d.head.to_dict() if d.head else {}}
 
 
 def _link(t: ToolchainReport) -> dict | None:
