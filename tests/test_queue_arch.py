@@ -203,7 +203,7 @@ def test_bot_with_arm64_hands_its_builds_to_an_arm64_worker(fake, redis, tmp_pat
                      report={"growth_bytes": 1})
 
     def bot(*args, db: Path) -> subprocess.CompletedProcess:
-        p = subprocess.run([*sizewatch_cmd(), "bot", "--series", str(mbox), "--config", str(cfg), "--dry-run",
+        p = subprocess.run([*sizewatch_cmd(), "bot", "--series", str(mbox), "--policy", str(cfg), "--dry-run",
                             "--db", str(db), *args], capture_output=True, text=True, timeout=600,
                            env={**os.environ, **env})
         assert p.returncode == 0, p.stderr + logs(tmp_path)
