@@ -80,7 +80,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
     The likely-path thresholds apply to every comparison the run reports (stored pairs included);
     --cost-mcpu to the builds it makes (stored builds keep the CPU they were estimated for).
     """
-    from analyzer.cost import CostThresholds
+    from analyzer.likely_path_cost import CostThresholds
     from ci import pipeline
     from ci.reports import text as render
     from analyzer.errors import InputError

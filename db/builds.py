@@ -8,7 +8,7 @@ import json
 import sqlite3
 from typing import Iterable
 
-from analyzer.cost import FunctionCost
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move, Neighbour
 from analyzer.errors import InputError
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed

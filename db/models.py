@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from analyzer.cost import FunctionCost
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 from analyzer.runtime import Runtime

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from analyzer.cost import FunctionCost
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move
 from analyzer.runtime import Runtime
 from db import dialect as _dialect, matrix as _matrix, migrate as _migrate

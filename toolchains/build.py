@@ -4,7 +4,7 @@
 ``TargetResult`` per target: status (ok | failed | timeout | killed), how it was obtained
 (cached | reused | replay | kbuild, and why), the kept object, the compiler's inline report,
 the log, the compiler's error lines. Nothing is raised for a commit that does not build:
-that is a result. ``toolchains.matrix`` runs many commits × toolchains on top of this.
+that is a result. ``toolchains.parallel_builds`` runs many commits × toolchains on top of this.
 
 Per (tree, toolchain, config) there is one worktree and one persistent build dir
 (toolchains.layout), used under a file lock. Each object target takes the cheapest safe way:

@@ -20,7 +20,7 @@ from analyzer.runtime import Runtime
 from ci.pipeline.measure import Measure, measure_one
 from toolchains import build as tbuild, retention
 from toolchains.kbuild import Config
-from toolchains.matrix import build_jobs
+from toolchains.parallel_builds import build_jobs
 from toolchains.process import kill_all
 from toolchains.registry import Toolchain
 

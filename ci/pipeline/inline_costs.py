@@ -24,7 +24,7 @@ from analyzer.elf import load_images
 from analyzer.errors import InputError
 from analyzer.inline_cost import inline_cost
 from analyzer.inline_units import ByUnit, inline_cost_by_unit
-from ci.pipeline.linked import ALLOCATOR_CUS
+from ci.pipeline.vmlinux import ALLOCATOR_CUS
 from ci.pipeline.unit_cache import UnitCache
 from db.inline_cost import record_of
 from db.models import InlineCostRecord

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
+from analyzer.likely_path_cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
 from analyzer.errors import InputError
 from analyzer.runtime_findings import RuntimeThresholds
 from analyzer.kinds import Kind
-from ci.pipeline import analysis, builder, link, linked
+from ci.pipeline import analysis, builder, link_layout, vmlinux
 from ci.pipeline.inline_costs import object_inline_cost
 from ci.pipeline.measure import Measure
 from ci.pipeline.objects import object_record
@@ -58,14 +58,14 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
     objects, findings = [], []
     path = done.objects.get(target)
     unusable: list[str] = []
-    if path is not None and linked.is_linked_target(target):
+    if path is not None and vmlinux.is_linked_target(target):
         # held while read: the retention pass (builder.prune_vmlinux) leaves it alone meanwhile
         try:
             with reading(path):
                 touch(path)
                 obj = object_record(path, target)
-                res = linked.analyze_vmlinux(path, done.source, linked.unit_remarks(done.remarks), mcpu)
-                obj.link_layout = link.layout(path, target)      # hot functions at their link addresses
+                res = vmlinux.analyze_vmlinux(path, done.source, vmlinux.unit_remarks(done.remarks), mcpu)
+                obj.link_layout = link_layout.layout(path, target)      # hot functions at their link addresses
                 obj.inline_cost = object_inline_cost(path, target, unit_keys=done.unit_keys.get(target))
         except FileNotFoundError:
             raise InputError(f"{path}: deleted before it was analyzed (another run's retention pass?)") from None
@@ -100,7 +100,7 @@ def _done(have, wanted_analysis: int, store: Store | None = None, measure: Measu
     measurement is a result: not measured again)."""
     if have is None or (have.status == "ok" and have.analysis_version < wanted_analysis):
         return False
-    if measure is not None and store is not None and have.status == "ok" and linked.is_linked_target(have.target):
+    if measure is not None and store is not None and have.status == "ok" and vmlinux.is_linked_target(have.target):
         return store.runtime_for(have.id) is not None
     return True
 
@@ -161,7 +161,7 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
                 stats.failed += 1
     line = (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {done.status} "
             f"({done.method}, {done.seconds:.1f} s)" + (f": {done.errors[0]}" if done.errors else ""))
-    if any(linked.is_linked_target(t) for t in job.targets):
+    if any(vmlinux.is_linked_target(t) for t in job.targets):
         # the store has what reports need: only the newest vmlinux files of (toolchain, config) stay
         gone = builder.prune_vmlinux(
             local, job.toolchain, job.config, job.keep_vmlinux,
@@ -267,7 +267,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                         bloat_tables.from_stored(store.comparison_tables(head.id, base.id)) is not None:
                     stored = {(f.kind, f.function) for f in store.findings_for(head.id, base.id)
                               if f.kind in _COST_KINDS and f.base_build_id == base.id}
-                    moves_missing = (link.linked(target) and store.link_moves_for(head.id, base.id) is None
+                    moves_missing = (link_layout.linked(target) and store.link_moves_for(head.id, base.id) is None
                                      and store.link_layout_for(head.id) and store.link_layout_for(base.id))
                     if stored == _cost_keys(base_paths, head_paths, thresholds) and not moves_missing:
                         continue
@@ -278,7 +278,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                     if path in base_facts:
                         findings += analysis.compare(base_facts[path], hf, base_paths.get(path),
                                                      head_paths.get(path), thresholds)
-                moves, link_found = (link.compare_builds(store, base.id, head.id) if link.linked(target)
+                moves, link_found = (link_layout.compare_builds(store, base.id, head.id) if link_layout.linked(target)
                                      else (None, []))      # vmlinux: who moved, and why
                 tables = None if keep_tables else bloat_tables.to_stored(compute_tables(store, base.id, head.id))
                 inline = None if keep_tables else inline_report(store, base.id, head.id)

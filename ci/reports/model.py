@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
-from analyzer.cost import MEASURES, CostChange, compare_costs, measure
+from analyzer.likely_path_cost import MEASURES, CostChange, compare_costs, measure
 from analyzer.inline_cost import InlineCost
 from analyzer.inline_cost_diff import (CalleeDelta, CallerDelta, FileDelta, InlineCostDiff,
                                       compare as compare_inline_cost)

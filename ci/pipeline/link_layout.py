@@ -15,7 +15,7 @@ from analyzer.hotpaths import HotPaths
 from analyzer.link_layout import HotPlacement, Move, compare, file_layout, text_map_from_rows
 from db.models import FindingRow
 from db.store import Store
-from ci.pipeline.linked import is_linked_target
+from ci.pipeline.vmlinux import is_linked_target
 
 CAUSES_KEPT = 12             # causes stored per move (the largest; the by_* sums keep every byte)
 

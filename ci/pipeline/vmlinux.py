@@ -7,7 +7,7 @@ read whole. Symbols and ``size`` totals come from ``ci.pipeline.objects`` like a
 
 The pipeline reads a built vmlinux in one place (``ci.pipeline.run._record``, under the reader
 lock that keeps the retention pass away): this analysis, the hot functions at their link
-addresses (``ci.pipeline.link``) and the inline cost (``ci.pipeline.inline_costs``).
+addresses (``ci.pipeline.link_layout``) and the inline cost (``ci.pipeline.inline_costs``).
 """
 from __future__ import annotations
 
