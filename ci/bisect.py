@@ -142,7 +142,7 @@ class _Prober:
     def stored(self, commit: Commit) -> FunctionState | None:
         """The state from the store, or None when the build is missing or analyzed by an older sizewatch."""
         b = self.store.find_build(self.tree.name, commit.sha, self.toolchain, self.key, self.target, self.version)
-        if b is None or (b.status == "ok" and b.analysis_version < analysis.ANALYSIS_VERSION):
+        if not self.store.build_done(b, analysis.ANALYSIS_VERSION):
             return None
         if b.status != "ok":
             return FunctionState(commit.sha, b.id, b.status)

@@ -95,7 +95,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             from toolchains.git import split_range
             split_range(commits)             # a bad range fails before any work
         from toolchains.kbuild import preset
-        from toolchains.targets import check_linked_only, parse
+        from toolchains.targets import check_linked_only, is_linked, parse
         config = preset(config_name, arch=arch, lto="" if lto == "none" else lto)
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
@@ -111,7 +111,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         if measure_spec is not None:
             from ci.pipeline.measure import parse_measure
             measure = parse_measure(measure_spec)
-            if "vmlinux" not in split(targets):
+            if not any(is_linked(t) for t in split(targets)):
                 raise InputError("--measure: measures a built vmlinux: add vmlinux to --targets")
             if arch != "x86_64":
                 raise InputError(f"--measure boots x86_64 kernels (qemu-system-x86_64): not {arch}")

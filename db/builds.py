@@ -70,9 +70,10 @@ class BuildRows:
                 have = conn.execute("SELECT id, status, analysis_version FROM builds WHERE commit_id = ? AND "
                                     "toolchain_id = ? AND config_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
                                     (cid, tcid, cfid, rec.target)).fetchone()
-                if have is not None and (have[1] != "ok" or have[2] >= rec.analysis_version) and not (
-                        rec.runtime is not None and have[1] == "ok" and conn.execute(
-                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is None):
+                if have is not None and build_complete(
+                        have[1], have[2], rec.analysis_version,
+                        rec.runtime is None or have[1] != "ok" or conn.execute(
+                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is not None):
                     return have[0]         # (a measurement the stored build lacks replaces it)
             conn.execute("DELETE FROM builds WHERE commit_id = ? AND toolchain_id = ? AND config_id = ? AND target = ?",
                          (cid, tcid, cfid, rec.target))

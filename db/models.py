@@ -225,6 +225,13 @@ class Build:
         return asdict(self)
 
 
+def build_complete(status: str, analysis_version: int, wanted_analysis: int, measured: bool = True) -> bool:
+    """Whether a stored build needs nothing more: a failure is a result (complete as it is); an ok build is
+    complete once analyzed at ``wanted_analysis`` or later and, where a measurement is wanted, ``measured``.
+    The one rule behind ``Store.build_done``/``has_build`` and ``record_build(replace=False)``."""
+    return status != "ok" or (analysis_version >= wanted_analysis and measured)
+
+
 @dataclass
 class SeriesPatch:
     position: int

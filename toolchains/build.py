@@ -36,7 +36,7 @@ from toolchains.process import Limits, Outcome
 from toolchains.registry import Toolchain, load
 from toolchains.results import BuildOptions, CommitBuild, Event, Events, TargetResult
 from toolchains.source import cache_dir
-from toolchains.targets import Target, collect, parse, remove_partial
+from toolchains.targets import Target, collect, is_linked, parse, remove_partial
 from toolchains.git import ensure_worktree
 
 REPORT = ".remarks"          # <target>.remarks: the compiler's inline report
@@ -100,7 +100,7 @@ def _cached(lay: Layout, sha: str, t: Target, version: str, reports: bool) -> Ta
     rep = _record_path(out, t, REPORT)
     if data.get("status") != "ok" or not obj.exists():
         return None
-    if reports and (t.kind == "object" or (t.kind == "vmlinux" and lay.config.lto)) and not rep.exists():
+    if reports and (t.kind == "object" or (is_linked(t.spec) and lay.config.lto)) and not rep.exists():
         return None                  # built without its inline report (a ThinLTO vmlinux: ld.lld's)
     return TargetResult(t.spec, t.kind, "ok", "cached", f"built before ({data.get('method')})", obj,
                         rep if rep.exists() else None, log)
@@ -243,7 +243,7 @@ class _Job:
             if self.options.reports and t.kind == "object":
                 rep, rsecs, rtext = self._report_compile(t)
                 text += rtext
-            elif self.options.reports and t.kind == "vmlinux" and self.config.lto:
+            elif self.options.reports and is_linked(t.spec) and self.config.lto:
                 rep = self._keep_lto_report(t)
             res = TargetResult(t.spec, t.kind, "ok", "kbuild", d.reason, obj, rep, self.write_log(t, text),
                                seconds=out.seconds, report_seconds=rsecs)

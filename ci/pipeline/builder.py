@@ -22,6 +22,7 @@ from toolchains import build as tbuild, retention
 from toolchains.kbuild import Config
 from toolchains.parallel_builds import build_jobs
 from toolchains.process import kill_all
+from toolchains.targets import is_linked
 from toolchains.registry import Toolchain
 
 
@@ -83,7 +84,7 @@ def options_for(targets: list[str], measure: Measure | None = None) -> tbuild.Bu
     """Build options for a set of targets: the object defaults, or a whole kernel's limits. A vmlinux to
     be measured is built in its build dir even when a kept one could be taken: the measurement's guest
     module is built against the build dir, which must hold this build."""
-    if "vmlinux" in targets:
+    if any(is_linked(t) for t in targets):
         return tbuild.BuildOptions(timeout=VMLINUX_TIMEOUT, memory=VMLINUX_MEMORY, use_cache=measure is None)
     return tbuild.BuildOptions()
 
@@ -147,10 +148,9 @@ def _unit_keys(b: tbuild.CommitBuild) -> dict[str, dict[str, str]]:
     """Per vmlinux target, its units' object hashes (ci.pipeline.unit_cache): taken in the build's
     thread before the next build of that build dir starts, while its objects are the ones linked."""
     from ci.pipeline.unit_cache import object_keys
-    from toolchains.targets import parse
     out = {}
     for r in b.targets:
-        if r.ok and r.path is not None and parse(r.target).kind == "vmlinux":
+        if r.ok and r.path is not None and is_linked(r.target):
             try:
                 keys = object_keys(r.path, b.build_dir, b.worktree)
             except (SizewatchError, OSError):     # no keys: the vmlinux is decoded whole
@@ -163,11 +163,10 @@ def _unit_keys(b: tbuild.CommitBuild) -> dict[str, dict[str, str]]:
 def _runtimes(b: tbuild.CommitBuild, measure: Measure | None) -> dict[str, Runtime]:
     """Per built vmlinux target, its measurement under emulation (none unless ``measure``): taken in the
     build's thread, before the next build of that build dir starts (``ci.pipeline.measure``)."""
-    from toolchains.targets import parse
     if measure is None:
         return {}
     return {r.target: measure_one(b.build_dir, r.path, b.toolchain, measure) for r in b.targets
-            if r.ok and r.path is not None and parse(r.target).kind == "vmlinux"}
+            if r.ok and r.path is not None and is_linked(r.target)}
 
 
 def _built(b: tbuild.CommitBuild, unit_keys: dict[str, dict[str, str]] | None = None,

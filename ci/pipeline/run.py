@@ -38,7 +38,7 @@ from toolchains.mca import DEFAULT_MCPU, check_cpu
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.source import Tree, open_tree
 from toolchains.build import check_lto
-from toolchains.targets import DEFAULT_TARGETS, check_linked_only
+from toolchains.targets import DEFAULT_TARGETS, check_linked_only, is_linked
 
 
 @dataclass
@@ -58,7 +58,7 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
     objects, findings = [], []
     path = done.objects.get(target)
     unusable: list[str] = []
-    if path is not None and vmlinux.is_linked_target(target):
+    if path is not None and is_linked(target):
         # held while read: the retention pass (builder.prune_vmlinux) leaves it alone meanwhile
         try:
             with reading(path):
@@ -95,16 +95,6 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
     return store.record_build(rec, replace=False)     # a result another worker stored first is kept
 
 
-def _done(have, wanted_analysis: int, store: Store | None = None, measure: Measure | None = None) -> bool:
-    """Stored and analyzed far enough; with ``measure``, an ok vmlinux also measured (a failed
-    measurement is a result: not measured again)."""
-    if have is None or (have.status == "ok" and have.analysis_version < wanted_analysis):
-        return False
-    if measure is not None and store is not None and have.status == "ok" and vmlinux.is_linked_target(have.target):
-        return store.runtime_for(have.id) is not None
-    return True
-
-
 @dataclass(frozen=True)
 class BuildJob:
     """One unit of work: a commit under one toolchain and config, with the targets the store lacks.
@@ -125,14 +115,18 @@ class BuildJob:
     def config_key(self) -> str:
         return builder.config_key(self.config)
 
+    def measured(self, target: str) -> bool:
+        """Whether ``target``'s build is measured too (a linked image of a ``--measure`` job)."""
+        return self.measure is not None and is_linked(target)
+
 
 def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> list[str]:
     """The job's targets the store lacks (or holds from an older analysis) for this compiler version."""
     if version is None:
         _, version = builder.toolchain_info(job.toolchain, job.config.arch)
     return [t for t in job.targets
-            if not _done(store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version),
-                         analysis.ANALYSIS_VERSION, store, job.measure)]
+            if not store.has_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version,
+                                   analysis.ANALYSIS_VERSION, job.measured(t))]
 
 
 def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None,
@@ -149,7 +143,7 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
         done.source = src
         for t in job.targets:
             have = store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, done.compiler_version)
-            if _done(have, analysis.ANALYSIS_VERSION, store, job.measure):
+            if store.build_done(have, analysis.ANALYSIS_VERSION, job.measured(t)):
                 stats.stored += 1             # a duplicate delivery or a second worker got there first
                 continue
             _record(store, tree, job.commit, done, t, job.mcpu)
@@ -161,12 +155,11 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
                 stats.failed += 1
     line = (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {done.status} "
             f"({done.method}, {done.seconds:.1f} s)" + (f": {done.errors[0]}" if done.errors else ""))
-    if any(vmlinux.is_linked_target(t) for t in job.targets):
+    if any(is_linked(t) for t in job.targets):
         # the store has what reports need: only the newest vmlinux files of (toolchain, config) stay
         gone = builder.prune_vmlinux(
             local, job.toolchain, job.config, job.keep_vmlinux,
-            lambda sha: store.find_build(job.tree, sha, job.toolchain, job.config_key, "vmlinux",
-                                         done.compiler_version) is not None)
+            lambda sha: store.has_build(job.tree, sha, job.toolchain, job.config_key, "vmlinux", done.compiler_version))
         if gone:
             line += f"; removed {len(gone)} older vmlinux file(s) from the cache (keeping {job.keep_vmlinux})"
     return line
@@ -267,7 +260,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                         bloat_tables.from_stored(store.comparison_tables(head.id, base.id)) is not None:
                     stored = {(f.kind, f.function) for f in store.findings_for(head.id, base.id)
                               if f.kind in _COST_KINDS and f.base_build_id == base.id}
-                    moves_missing = (link_layout.linked(target) and store.link_moves_for(head.id, base.id) is None
+                    moves_missing = (is_linked(target) and store.link_moves_for(head.id, base.id) is None
                                      and store.link_layout_for(head.id) and store.link_layout_for(base.id))
                     if stored == _cost_keys(base_paths, head_paths, thresholds) and not moves_missing:
                         continue
@@ -278,7 +271,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                     if path in base_facts:
                         findings += analysis.compare(base_facts[path], hf, base_paths.get(path),
                                                      head_paths.get(path), thresholds)
-                moves, link_found = (link_layout.compare_builds(store, base.id, head.id) if link_layout.linked(target)
+                moves, link_found = (link_layout.compare_builds(store, base.id, head.id) if is_linked(target)
                                      else (None, []))      # vmlinux: who moved, and why
                 tables = None if keep_tables else bloat_tables.to_stored(compute_tables(store, base.id, head.id))
                 inline = None if keep_tables else inline_report(store, base.id, head.id)

@@ -28,11 +28,6 @@ def unit_remarks(remarks: dict[str, list[Path]]) -> list[Path]:
     return remarks.get("vmlinux") or remarks.get(ALLOCATOR_OBJECT, [])
 
 
-def is_linked_target(target: str) -> bool:
-    """``vmlinux`` (a linked image analyzed per unit) rather than an object or a directory."""
-    return target == "vmlinux"
-
-
 def analyze_vmlinux(path: Path, source_root: Path | None, remarks: list[Path], mcpu: str = DEFAULT_MCPU,
                     cus: tuple[str, ...] = ALLOCATOR_CUS) -> analysis.Analysis:
     """Inline facts, findings and hot functions' likely paths of a linked vmlinux, the DWARF read

@@ -30,6 +30,7 @@ from db.inline_cost import scope_note, to_inline_cost
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
 from toolchains.registry import sort_key
+from toolchains.targets import is_linked
 
 
 def _size_dict(s: SectionSizes | None) -> dict | None:
@@ -321,7 +322,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
         rep.inline_cost = stored_inline_report(store, base.id, build.id)
-    if build.target == "vmlinux" and build.status == "ok":
+    if is_linked(build.target) and build.status == "ok":
         rep.size = stored_size(store, build.id)
         if base is not None and base.status == "ok":
             rep.base_size = stored_size(store, base.id)
@@ -337,7 +338,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         base_objects = store.objects_for(base.id)
         rep.base_text = sum(o.text for o in base_objects) if base_objects else None
     rep.findings = store.findings_for(build.id, rep.base_build_id)
-    if build.target == "vmlinux":
+    if is_linked(build.target):
         rep.runtime = runtime_report(store, build.id, base.id if base is not None else None)
         rep.findings += runtime_findings(rep, runtime)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
