@@ -16,7 +16,7 @@ from analyzer.runtime import Runtime
 from db.sqlite import s64, u64
 from db.sqlite import compress, decompress, loads, number, retry_busy as _retry_busy, unreadable
 from db.errors import StoreError
-from db.models import (Build, BuildRecord, Commit, FindingRow, FunctionRow, InlineCalleeRow, InlineCostRecord, ObjectRecord, RemarkRow, SymbolRow)
+from db.models import (Build, BuildRecord, Commit, build_complete, FindingRow, FunctionRow, InlineCalleeRow, InlineCostRecord, ObjectRecord, RemarkRow, SymbolRow)
 
 from db.rows import _BUILD_SELECT, _build, _now
 
