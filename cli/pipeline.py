@@ -99,11 +99,12 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         config = preset(config_name, arch=arch, lto="" if lto == "none" else lto)
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
+        from toolchains.build import check_lto, toolchain_info
+        # looked up once, before the store opens (unknown or missing ones fail here), then carried
+        compilers = [toolchain_info(tc, arch) for tc in split(toolchains)]
         if config.lto:
-            from toolchains.build import check_lto
-            from toolchains.registry import load
-            for tc in split(toolchains):
-                check_lto(load(tc, arch), config)        # gcc cannot build ThinLTO: before the store opens
+            for c in compilers:
+                check_lto(c.toolchain, config)           # gcc cannot build ThinLTO
             check_linked_only(split(targets), config.lto)
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
         runtime = _runtime(runtime_instructions, runtime_percent, runtime_lines)
@@ -124,7 +125,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
                 raise InputError(f"--queue builds x86_64 only for now: build {arch} in this process (no --queue)")
             builds = QueuedBuilds(queue_url, attempts=attempts)
         with open_store(db) as store:
-            report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
+            report, stats = pipeline.run(store, tree, commits, mbox, base, compilers,
                                          split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
                                          keep_vmlinux=keep_vmlinux, builds=builds, measure=measure,
                                          runtime=runtime)

@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from toolchains import buildstate, cmdfile, inline_report, process, replay
 from toolchains.buildenv import sandbox_for
@@ -48,15 +48,39 @@ _versions: dict[str, str] = {}
 _versions_lock = threading.Lock()
 
 
-def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
-    """The registry entry for ``arch`` and the exact compiler version (BuildError when unknown or
-    not installed)."""
+class ResolvedToolchain(NamedTuple):
+    """A toolchain name looked up once: the registry entry for one arch and the exact version of the
+    compiler installed here (what every build records and the store keys on). Resolved where a name
+    enters (a command, ``ci.pipeline.run.run``, the bot, bisect, a queue worker taking a job) and
+    carried from there (``BuildJob.compiler``) down to ``build_commit``."""
+    toolchain: Toolchain
+    version: str
+
+    @property
+    def name(self) -> str:
+        return self.toolchain.name
+
+
+def toolchain_info(name: str, arch: str = "x86_64") -> ResolvedToolchain:
+    """``name`` resolved for ``arch``: its registry entry and the exact compiler version (BuildError when
+    unknown, not built for ``arch`` or not installed). The one lookup of a toolchain name."""
     tc = load(name, arch)
     key = f"{name}/{arch}"
     with _versions_lock:
         if key not in _versions:
             _versions[key] = tc.version()
-        return tc, _versions[key]
+        return ResolvedToolchain(tc, _versions[key])
+
+
+def resolved(toolchain: str | ResolvedToolchain, config: Config) -> ResolvedToolchain:
+    """``toolchain`` for ``config``'s arch: a name (the build API's callers: a command, a test, a bench) is
+    looked up here; a resolved one is taken as it is, refused in one line when resolved for another arch."""
+    if not isinstance(toolchain, ResolvedToolchain):
+        return toolchain_info(toolchain, config.arch)
+    if toolchain.toolchain.arch != config.arch:
+        raise BuildError(f"{toolchain.name} was resolved for {toolchain.toolchain.arch}, "
+                         f"the config builds {config.arch}")
+    return toolchain
 
 
 def check_lto(tc: Toolchain, config: Config) -> None:
@@ -295,10 +319,12 @@ class _Job:
         return self._keep_report(t, scratch), out.seconds, text
 
 
-def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config = Config(),
-                 options: BuildOptions = BuildOptions(), events: Events = lambda e: None) -> CommitBuild:
-    """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain``."""
-    tc, version = toolchain_info(toolchain, config.arch)
+def build_commit(tree: Path, sha: str, toolchain: str | ResolvedToolchain, targets: list[str],
+                 config: Config = Config(), options: BuildOptions = BuildOptions(),
+                 events: Events = lambda e: None) -> CommitBuild:
+    """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain`` (a name, looked up
+    here, or as resolved where the name entered)."""
+    tc, version = resolved(toolchain, config)
     check_lto(tc, config)
     tlist = [parse(t) for t in targets]
     lay = layout(tree, tc.name, config, options)

@@ -37,7 +37,7 @@ from toolchains.retention import DEFAULT_KEEP, touch
 from toolchains.mca import DEFAULT_MCPU, check_cpu
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.source import Tree, open_tree
-from toolchains.build import check_lto
+from toolchains.build import ResolvedToolchain, check_lto, resolved
 from toolchains.targets import DEFAULT_TARGETS, check_linked_only, is_linked
 
 
@@ -104,12 +104,17 @@ class BuildJob:
     tree: str                             # the tree's name in the store (linux-6.1)
     tree_path: str                        # the git tree the commit is in
     commit: Commit
-    toolchain: str
+    compiler: ResolvedToolchain           # looked up once: where the run began, or by the worker taking the job
     targets: tuple[str, ...]
     config: Config = Config()
     mcpu: str = DEFAULT_MCPU
     keep_vmlinux: int = DEFAULT_KEEP      # vmlinux files kept per (toolchain, config) once one is stored
     measure: Measure | None = None        # measure each built vmlinux under emulation (ci.pipeline.measure)
+
+    @property
+    def toolchain(self) -> str:
+        """The toolchain's name (what the store, the queues and the build dirs are keyed by)."""
+        return self.compiler.name
 
     @property
     def config_key(self) -> str:
@@ -120,12 +125,10 @@ class BuildJob:
         return self.measure is not None and is_linked(target)
 
 
-def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> list[str]:
-    """The job's targets the store lacks (or holds from an older analysis) for this compiler version."""
-    if version is None:
-        _, version = builder.toolchain_info(job.toolchain, job.config.arch)
+def missing_targets(store: Store, job: BuildJob) -> list[str]:
+    """The job's targets the store lacks (or holds from an older analysis) for its compiler version."""
     return [t for t in job.targets
-            if not store.has_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version,
+            if not store.has_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, job.compiler.version,
                                    analysis.ANALYSIS_VERSION, job.measured(t))]
 
 
@@ -168,22 +171,21 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
 def build_job(job: BuildJob, local: Path | None = None) -> builder.Built:
     """Build the job's targets (in ``local``, else ``job.tree_path``; a failed build is a result);
     ``store_job`` analyzes and writes it."""
-    return builder.build(local or Path(job.tree_path), job.commit.sha, job.toolchain, list(job.targets), job.config,
+    return builder.build(local or Path(job.tree_path), job.commit.sha, job.compiler, list(job.targets), job.config,
                          options=builder.options_for(list(job.targets), job.measure), measure=job.measure)
 
 
-def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+def plan_jobs(store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
               config: Config | None = None, mcpu: str = DEFAULT_MCPU,
               stats: RunStats | None = None, keep_vmlinux: int = DEFAULT_KEEP,
               measure: Measure | None = None) -> list[BuildJob]:
     """Stage 2's work list: per toolchain, per commit (oldest first), the targets the store lacks."""
     jobs = []
     for tc in toolchains:
-        _, version = builder.toolchain_info(tc, config.arch if config else "x86_64")
         for commit in plan.to_build:
             job = BuildJob(plan.tree.name, str(plan.tree.path), commit, tc, tuple(targets), config or Config(), mcpu,
                            keep_vmlinux, measure)
-            todo = missing_targets(store, job, version)
+            todo = missing_targets(store, job)
             if stats is not None:
                 stats.stored += len(targets) - len(todo)
             if todo:
@@ -191,7 +193,7 @@ def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     return jobs
 
 
-def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+def build_all(store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
               config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
               mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP, measure: Measure | None = None) -> RunStats:
     """Stage 2 in this process: every (commit, toolchain, target) the store lacks, built, analyzed and
@@ -203,7 +205,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     stats = RunStats()
     jobs = {(j.commit.sha, j.toolchain): j
             for j in plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux, measure)}
-    todos = {k: list(j.targets) for k, j in jobs.items()}
+    todos = [(j.commit.sha, j.compiler, list(j.targets)) for j in jobs.values()]
     # toolchains build side by side; each build is analyzed and stored as soon as it is done
     for key, done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets, measure),
                                         measure):
@@ -225,7 +227,7 @@ def _cost_keys(base_paths: dict, head_paths: dict, thresholds: CostThresholds) -
     return out
 
 
-def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+def compare_all(store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
                 config: Config | None = None, thresholds: CostThresholds = CostThresholds(),
                 progress: Callable[[str], None] = lambda s: None) -> int:
     """Stage 3: head-vs-parent findings for every stored pair not compared yet, with the bloat-o-meter
@@ -236,8 +238,8 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
     Cycle estimates made for different CPUs are not compared (no cycles finding): that is said."""
     key = builder.config_key(config)
     n = 0
-    for tc in toolchains:
-        _, version = builder.toolchain_info(tc, config.arch if config else "x86_64")
+    for compiler in toolchains:
+        tc, version = compiler.name, compiler.version
         for commit in plan.commits:
             if not commit.parent_sha:
                 continue
@@ -290,7 +292,7 @@ def report(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str
 
 
 def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path | None = None,
-        base: str | None = None, toolchains: list[str] = list(DEFAULT_TOOLCHAINS),
+        base: str | None = None, toolchains: list[str] | list[ResolvedToolchain] = list(DEFAULT_TOOLCHAINS),
         targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
         progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
         mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds(),
@@ -299,15 +301,16 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
     """The whole pipeline; returns (report, stats). ``builds`` is stage 2: ``build_all`` in this
     process (the default), or a ``ci.queue.coordinator.QueuedBuilds`` handing the jobs to workers.
     ``measure``: each vmlinux built is also measured under emulation (``ci.pipeline.measure``);
-    ``runtime``: when a measured fast path's change is a finding in the report."""
+    ``runtime``: when a measured fast path's change is a finding in the report. ``toolchains``: names,
+    looked up here once (unknown or missing ones fail before any work), or as a command resolved them."""
     check_cpu(mcpu)                         # an unknown CPU fails before any build too
     if measure is not None:
         from ci.pipeline.measure import check_available
         check_available()
-    for tc in toolchains:
-        info, _ = builder.toolchain_info(tc, config.arch if config else "x86_64")   # unknown or missing toolchains fail before any work
+    compilers = [resolved(tc, config or Config()) for tc in toolchains]   # before any work
+    for c in compilers:
         if config is not None:
-            check_lto(info, config)          # ThinLTO is clang's
+            check_lto(c.toolchain, config)   # ThinLTO is clang's
     if config is not None:
         check_linked_only(targets, config.lto)    # under LTO the .o files are bitcode: vmlinux only
     tree = open_tree(tree_spec)
@@ -318,7 +321,7 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
     else:
         raise InputError("give a commit range A..B or --series FILE.mbox")
     extra = {"measure": measure} if measure is not None else {}
-    stats = builds(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux, **extra)
-    stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
-    return report(store, plan, toolchains, targets, runtime), stats
+    stats = builds(store, plan, compilers, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux, **extra)
+    stats.compared = compare_all(store, plan, compilers, targets, config, thresholds, progress)
+    return report(store, plan, [c.name for c in compilers], targets, runtime), stats
 

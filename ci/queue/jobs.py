@@ -86,9 +86,8 @@ def execute(job: dict, store: str, version: str) -> str:
     ``store`` (the coordinator's store identity) and ``version`` are what the coordinator waits on: a
     worker writing elsewhere, or holding another version of the compiler, would store a result it never
     sees, so it refuses."""
-    from toolchains.build import toolchain_info
     try:
-        build = job_from_dict(job)
+        build = job_from_dict(job)         # its toolchain looked up here, once, for the job's arch
     except BadPayload as e:
         raise QueueError(f"refused: {e}") from None
     mine = WorkerSettings.store
@@ -102,7 +101,7 @@ def execute(job: dict, store: str, version: str) -> str:
             raise QueueError(f"this worker writes to {redact(mine)} ({here}), the job's coordinator reads {store}")
         return missing_targets(st, build)
 
-    here = toolchain_info(build.toolchain)[1]
+    here = build.compiler.version
     if here != version:
         raise QueueError(f"{build.toolchain} here is {here}, the coordinator wants {version}")
     _crash_point(build)
