@@ -88,7 +88,7 @@ class LinkMove(Details):
 
 @dataclass(frozen=True)
 class LikelyPath(Details):
-    """likely_path_*: the hot function's likely path before and after (``analyzer.cost`` dicts)."""
+    """likely_path_*: the hot function's likely path before and after (``analyzer.likely_path_cost`` dicts)."""
     base_path: dict = field(default_factory=dict)
     head_path: dict = field(default_factory=dict)
     new_calls: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ import sqlite3
 from typing import Iterable
 
 from analyzer import finding_details
-from analyzer.cost import FunctionCost
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move, Neighbour
 from analyzer.errors import InputError
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
@@ -17,7 +17,7 @@ from analyzer.runtime import Runtime
 from db.sqlite import s64, u64
 from db.sqlite import compress, decompress, loads, note_damage, number, retry_busy as _retry_busy, unreadable
 from db.errors import StoreError
-from db.models import (Build, BuildRecord, Commit, FindingRow, FunctionRow, InlineCalleeRow, InlineCostRecord, ObjectRecord, RemarkRow, SymbolRow)
+from db.models import (Build, BuildRecord, Commit, build_complete, FindingRow, FunctionRow, InlineCalleeRow, InlineCostRecord, ObjectRecord, RemarkRow, SymbolRow)
 
 from db.rows import _BUILD_SELECT, _build, _now
 
@@ -88,9 +88,10 @@ class BuildRows:
                 have = conn.execute("SELECT id, status, analysis_version FROM builds WHERE commit_id = ? AND "
                                     "toolchain_id = ? AND config_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
                                     (cid, tcid, cfid, rec.target)).fetchone()
-                if have is not None and (have[1] != "ok" or have[2] >= rec.analysis_version) and not (
-                        rec.runtime is not None and have[1] == "ok" and conn.execute(
-                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is None):
+                if have is not None and build_complete(
+                        have[1], have[2], rec.analysis_version,
+                        rec.runtime is None or have[1] != "ok" or conn.execute(
+                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is not None):
                     return have[0]         # (a measurement the stored build lacks replaces it)
             conn.execute("DELETE FROM builds WHERE commit_id = ? AND toolchain_id = ? AND config_id = ? AND target = ?",
                          (cid, tcid, cfid, rec.target))

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from analyzer import finding_details
-from analyzer.cost import FunctionCost
 from analyzer.finding_details import Details
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 from analyzer.runtime import Runtime
@@ -239,6 +239,13 @@ class Build:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def build_complete(status: str, analysis_version: int, wanted_analysis: int, measured: bool = True) -> bool:
+    """Whether a stored build needs nothing more: a failure is a result (complete as it is); an ok build is
+    complete once analyzed at ``wanted_analysis`` or later and, where a measurement is wanted, ``measured``.
+    The one rule behind ``Store.build_done``/``has_build`` and ``record_build(replace=False)``."""
+    return status != "ok" or (analysis_version >= wanted_analysis and measured)
 
 
 @dataclass

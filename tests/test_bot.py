@@ -196,7 +196,7 @@ def test_first_poll_replies_in_the_threads(scenario):
 
 @pytest.mark.kernel
 def test_mail_content_is_the_real_build(scenario, bloat_o_meter):
-    from ci.pipeline import builder
+    from toolchains.build import toolchain_info
     from db.store import open_store
     built = scenario["built"]
     p1_id, p2_id = (parse(r)["Message-ID"] for r in botlist.series_v1()[1:])
@@ -215,7 +215,7 @@ def test_mail_content_is_the_real_build(scenario, bloat_o_meter):
         capture_output=True, text=True, check=True).stdout
     commits = [built["gcc-12"][0].commit, *shas]
     for tc in TOOLCHAINS:
-        version = builder.toolchain_info(tc)[1]
+        version = toolchain_info(tc).version
         for text, (old, new), (old_sha, new_sha) in ((t1, built[tc][:2], commits[:2]), (t2, built[tc][1:], commits[1:])):
             ref = bloat_o_meter(old.object_path, new.object_path)        # the kernel's own script
             assert ref.returncode == 0 and ref.stdout.startswith(b"add/remove: "), ref.stderr

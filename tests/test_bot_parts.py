@@ -261,7 +261,7 @@ def test_policy_errors(text, msg):
 
 
 def test_policy_cost_thresholds():
-    from analyzer.cost import CostThresholds
+    from analyzer.likely_path_cost import CostThresholds
     assert Policy().report.cost_thresholds == CostThresholds()
     r = parse_policy("[report]\ncost_mcpu = 'znver3'\ncost_lines = 2\ncost_cycles_percent = 5\n").report
     assert r.cost_mcpu == "znver3" and r.cost_thresholds == CostThresholds(lines=2, cycles_percent=5.0)

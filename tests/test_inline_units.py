@@ -84,12 +84,13 @@ def test_the_base_cache_serves_patch_1(tiny, tmp_path):
     objects): patch 1 decodes only the units whose object changed, and equals its whole decode."""
     from ci.pipeline.builder import build_many
     from tests.kernel_images import CONFIG, TOOLCHAIN
-    from toolchains.build import BuildOptions
+    from toolchains.build import BuildOptions, toolchain_info
     opts = BuildOptions(reports=False, jobs=2, timeout=2400, use_cache=False, out_root=tmp_path / "out")
     cache = UnitCache(tmp_path / "units")
     got = []
     # the pipeline's way: builds in a thread, the keys taken there before the next build starts
-    built = dict(build_many(tiny.tree, {(sha, TOOLCHAIN): ["vmlinux"] for sha in tiny.shas}, CONFIG, opts))
+    compiler = toolchain_info(TOOLCHAIN, CONFIG.arch)
+    built = dict(build_many(tiny.tree, [(sha, compiler, ["vmlinux"]) for sha in tiny.shas], CONFIG, opts))
     for sha in tiny.shas:
         b = built[(sha, TOOLCHAIN)]
         assert b.status == "ok", b.errors

@@ -36,13 +36,15 @@ def linked_store(tmp_path_factory):
     tree = Tree("linux-6.1", images.tree)
     plan = plan_range(store, tree, f"{images.shas[0]}..{images.shas[1]}")
     assert [c.sha for c in plan.to_build] == images.shas
-    tc, version = builder.toolchain_info(TOOLCHAIN)
+    from toolchains.build import toolchain_info
+    compiler = toolchain_info(TOOLCHAIN, CONFIG.arch)
+    tc, version = compiler
     for commit, vmlinux in zip(plan.to_build, images.vmlinux):
         done = builder.Built(commit.sha, TOOLCHAIN, version, tc.family, builder.config_key(CONFIG), "", None, "ok",
                              "cached", 0.0, "", [], {"vmlinux": vmlinux})
         _record(store, tree, commit, done, "vmlinux")
-    assert compare_all(store, plan, [TOOLCHAIN], ["vmlinux"], CONFIG) == 1
-    assert compare_all(store, plan, [TOOLCHAIN], ["vmlinux"], CONFIG) == 0      # nothing left to do
+    assert compare_all(store, plan, [compiler], ["vmlinux"], CONFIG) == 1
+    assert compare_all(store, plan, [compiler], ["vmlinux"], CONFIG) == 0      # nothing left to do
     return store, path, plan, images, report(store, plan, [TOOLCHAIN], ["vmlinux"])
 
 
@@ -222,7 +224,7 @@ def test_stored_moves_and_findings_are_nm(linked_store):
     more lines (link_cache_lines) or at another phase (link_phase), with those figures."""
     from analyzer.hotpaths import HotPaths
     from ci.pipeline import builder
-    from ci.pipeline.link import CAUSES_KEPT
+    from ci.pipeline.link_layout import CAUSES_KEPT
     from kernel_images import CONFIG, TOOLCHAIN
     from link_oracles import assert_link_findings_are_nm, assert_moves_are_nm, link_findings, nm_moves
     store, _, plan, images, reports = linked_store

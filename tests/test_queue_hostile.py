@@ -80,6 +80,7 @@ def test_a_job_naming_any_other_function_is_refused_and_never_run(redis, tmp_pat
     from ci.pipeline.run import BuildJob
     from ci.queue.wire import FUNCTION, job_to_dict
     from db.models import Commit
+    from toolchains.build import toolchain_info
     db = tmp_path / "store.db"
     make_store(db)
     marks = {name: tmp_path / f"{name}.mark" for name in ("pickled", "json", "retried")}
@@ -91,7 +92,7 @@ def test_a_job_naming_any_other_function_is_refused_and_never_run(redis, tmp_pat
     as_json.enqueue_call("os.system", args=[f"touch {marks['retried']}"], job_id="evil-retry", retry=Retry(max=3))
     as_json.enqueue_call(FUNCTION, args=[{"tree": "linux"}, "store-1", "12"], job_id="evil-shape")
     real = job_to_dict(BuildJob("linux-fake", str(tmp_path), Commit("a" * 40, None, "x", "", "", "linux-fake"),
-                                "gcc-12", ("mm/page_alloc.o",)))
+                                toolchain_info("gcc-12"), ("mm/page_alloc.o",)))
     as_json.enqueue_call(FUNCTION, args=[real, "store-1", "12"], job_id="evil-callback",
                          on_failure=Callback("os.system"), on_success=Callback("os.system"))
     workers = Workers(tmp_path, redis, db)

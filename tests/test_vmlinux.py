@@ -492,7 +492,7 @@ def test_vmlinux_link_findings_are_nm(vmlinux_run):
     the link_cache_lines and link_phase findings, and the boundary_crossing findings
     taken at the functions' link addresses (the hot functions of mm/page_alloc.c's unit)."""
     from analyzer.hotpaths import HotPaths
-    from ci.pipeline.link import CAUSES_KEPT
+    from ci.pipeline.link_layout import CAUSES_KEPT
     from db.store import open_store
     from link_oracles import assert_layout_is_nm, assert_link_findings_are_nm, assert_moves_are_nm, nm_moves
     from toolchains.kbuild import preset

@@ -25,7 +25,7 @@ BASE, HEAD = "a" * 40, "b" * 40
 def _record(sha: str, parent: str | None, obj: Path, status: str = "ok") -> BuildRecord:
     o = object_record(obj, "x.o")
     o.functions = [FunctionRow("split_me", 10, "plain", True, 0, 0, 0, {"name": "split_me"})]
-    from analyzer.cost import FunctionCost
+    from analyzer.likely_path_cost import FunctionCost
     o.likely_paths = [FunctionCost("split_me", 12, 40, 2, ("helper",), 1, 0, 3, 1, "ret", 20, 4.0, "skylake-avx512")]
     return BuildRecord("t", Commit(sha, parent, f"subject {sha[:4]}", "A <a@b>", "2024-01-01"), "gcc-12",
                        "gcc-12 (Debian) 12.2", ConfigInfo("defconfig-x", config_hash="h", config_text="CONFIG_X=y\n"),

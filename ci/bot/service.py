@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 from analyzer.errors import InputError
 from ci import pipeline
-from ci.pipeline import builder
+from toolchains.build import toolchain_info
 from ci.pipeline.measure import Measure, check_available
 from toolchains.mca import check_cpu
 from ci.bot import verdict
@@ -147,14 +147,13 @@ class Bot:
         self.builds = builds or pipeline.build_all
         self.dry = policy.dry_run
         self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
-        for tc in policy.toolchains:
-            builder.toolchain_info(tc, policy.arch)   # unknown or missing toolchains fail up front
+        # looked up once (unknown or missing toolchains fail up front), carried into every series' builds
+        self.compilers = [toolchain_info(tc, policy.arch) for tc in policy.toolchains]
         check_cpu(policy.report.cost_mcpu)         # ... and a CPU llvm-mca does not know
         if policy.measure:
             check_available()                      # ... and a measurement this sizewatch cannot make
         self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
-        self.versions = {tc: builder.toolchain_info(tc, policy.arch)[1] for tc in policy.toolchains}
 
     # --- 1 and 5: sending ------------------------------------------------------------------------
     def flush(self, res: PollResult) -> None:
@@ -447,7 +446,7 @@ class Bot:
         else:
             note = f"no base-commit: in the series; the bot's base {self.policy.base}"
         return TestContext(self.tree.name, self.policy.tree, ser.base_sha, note, ser.id,
-                           [(tc, self.versions[tc]) for tc in self.policy.toolchains], list(self.policy.targets),
+                           [(c.name, c.version) for c in self.compilers], list(self.policy.targets),
                            self.policy.kbuild_config)
 
     def test(self, s: PostedSeries, now: datetime, res: PollResult) -> None:
@@ -473,11 +472,11 @@ class Bot:
         self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
                  f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
         extra = {"measure": Measure()} if pol.measure else {}
-        stats = self.builds(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
+        stats = self.builds(self.store, plan, self.compilers, targets, pol.kbuild_config, progress=self.log,
                             mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux, **extra)
         if stats.parked:                           # the machines, not the patch: nothing mailed, tried later
             raise InfrastructureError(f"{len(stats.parked)} build job(s) parked in the queue: {stats.parked[0]}")
-        pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,
+        pipeline.compare_all(self.store, plan, self.compilers, targets, pol.kbuild_config,
                              pol.report.cost_thresholds, progress=self.log)
         report = pipeline.report(self.store, plan, toolchains, targets, pol.report.runtime_thresholds)
         assert isinstance(report, SeriesReport)

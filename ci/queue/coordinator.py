@@ -33,6 +33,7 @@ from ci.queue.names import QueueError, connect, describe, flavour, job_id, queue
 from ci.queue.trees import publish
 from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args, workers
 from db.store import Store
+from toolchains.build import ResolvedToolchain
 from toolchains.kbuild import Config
 from toolchains.mca import DEFAULT_MCPU
 from toolchains.retention import DEFAULT_KEEP
@@ -79,7 +80,7 @@ class QueuedBuilds:
     def __post_init__(self) -> None:
         connect(self.redis_url)       # a bad URL or an unreachable Redis fails before any work
 
-    def __call__(self, store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+    def __call__(self, store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
                  config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
                  mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP, measure: Measure | None = None) -> RunStats:
         stats = RunStats()
@@ -99,31 +100,24 @@ class Run:
     """One coordinator's jobs, from enqueueing to each one stored or parked."""
 
     def __init__(self, cfg: QueuedBuilds, store: Store, jobs: list[BuildJob], stats: RunStats,
-                 progress: Callable[[str], None], versions: dict[str, str] | None = None):
-        """``versions``: the compiler version per toolchain name (a bench's synthetic jobs), else each
-        (toolchain, arch)'s own, read here (an arm64 job's compiler is the cross one)."""
+                 progress: Callable[[str], None]):
         from rq import Queue
-        from toolchains.build import toolchain_info
         self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
         self.conn = connect(cfg.redis_url)
         self.identity = store.identity()          # what the jobs name their store by: no URL, no password
-        kinds = {(j.toolchain, j.config.arch) for j in jobs}
-        self.versions = {(tc, arch): versions[tc] if versions else toolchain_info(tc, arch)[1] for tc, arch in kinds}
+        kinds = {(j.toolchain, j.config.arch) for j in jobs}     # one queue per toolchain and arch
         self.queues = {k: Queue(queue_name(*k), connection=self.conn, job_class=SafeJob, serializer=SERIALIZER)
                        for k in kinds}
-        self.pending = {job_id(j, self.version(j)): j for j in jobs}
-        self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
-                                                                   self.version(j))}
+        self.pending = {job_id(j, j.compiler.version): j for j in jobs}
+        self.had = {jid: {t for t in j.targets if store.has_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
+                                                                  j.compiler.version)}
                     for jid, j in self.pending.items()}          # stored before: re-analysis
         self.again = dict.fromkeys(self.pending, 0)              # times enqueued again
-
-    def version(self, job: BuildJob) -> str:
-        return self.versions[(job.toolchain, job.config.arch)]
 
     def enqueue(self, jid: str, job: BuildJob) -> None:
         from rq import Retry
         self.queues[(job.toolchain, job.config.arch)].enqueue_call(
-            self.cfg.function, args=job_args(job, self.identity, self.version(job)), job_id=jid,
+            self.cfg.function, args=job_args(job, self.identity, job.compiler.version), job_id=jid,
             timeout=job_timeout(self.cfg.job_timeout, job), result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
             retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
 
@@ -152,7 +146,7 @@ class Run:
 
     def stored(self, jid: str) -> bool:
         job = self.pending[jid]
-        return not missing_targets(self.store, job, self.version(job))
+        return not missing_targets(self.store, job)
 
     def wait(self) -> None:
         for jid, job in list(self.pending.items()):
@@ -211,8 +205,7 @@ class Run:
     def finish(self, jid: str) -> None:
         """Count a job the store now holds and print its line (as the in-process run prints it)."""
         job = self.pending.pop(jid)
-        version = self.version(job)
-        builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version)
+        builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, job.compiler.version)
                   for t in job.targets]
         for t, b in zip(job.targets, builds):
             if t in self.had[jid]:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
-from analyzer.cost import MEASURES, CostChange, compare_costs, measure
+from analyzer.likely_path_cost import MEASURES, CostChange, compare_costs, measure
 from analyzer.inline_cost import InlineCost
 from analyzer.inline_cost_diff import (CalleeDelta, CallerDelta, FileDelta, InlineCostDiff,
                                       compare as compare_inline_cost)
@@ -31,6 +31,7 @@ from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
 from toolchains.flavour import lto_of_key
 from toolchains.registry import sort_key
+from toolchains.targets import is_linked
 
 
 def _size_dict(s: SectionSizes | None) -> dict | None:
@@ -325,7 +326,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
         rep.inline_cost = stored_inline_report(store, base.id, build.id)
-    if build.target == "vmlinux" and build.status == "ok":
+    if is_linked(build.target) and build.status == "ok":
         rep.size = stored_size(store, build.id)
         if base is not None and base.status == "ok":
             rep.base_size = stored_size(store, base.id)
@@ -341,7 +342,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         base_objects = store.objects_for(base.id)
         rep.base_text = sum(o.text for o in base_objects) if base_objects else None
     rep.findings = store.findings_for(build.id, rep.base_build_id)
-    if build.target == "vmlinux":
+    if is_linked(build.target):
         rep.runtime = runtime_report(store, build.id, base.id if base is not None else None)
         rep.findings += runtime_findings(rep, runtime)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
