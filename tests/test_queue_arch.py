@@ -240,8 +240,8 @@ def test_a_worker_refuses_a_job_for_another_arch(fake, redis, tmp_path):
     from toolchains.kbuild import preset
     tree, c, env, db = fake
     job = BuildJob("linux-fake", str(tree), Commit(c["one"], c["base"], "mm: one", "t", "2001-01-01", "linux-fake"),
-                   "gcc-12", ("mm/page_alloc.o",), preset("defconfig", arch="arm64"))
-    version = toolchain_info("gcc-12", "arm64")[1]
+                   toolchain_info("gcc-12", "arm64"), ("mm/page_alloc.o",), preset("defconfig", arch="arm64"))
+    version = job.compiler.version
     with open_store(db) as st:
         identity = st.identity()
     conn = connect(redis.url)
@@ -277,8 +277,10 @@ def test_a_job_for_an_unknown_arch_is_refused_unloaded():
     from ci.queue.wire import BadPayload, job_from_dict, job_to_dict
     from ci.pipeline.run import BuildJob
     from db.models import Commit
+    from toolchains.build import toolchain_info
     from toolchains.kbuild import preset
-    job = BuildJob("linux-6.1", "/src/linux", Commit("a" * 40, None, "s", "a", "d", "linux-6.1"), "clang-19",
+    job = BuildJob("linux-6.1", "/src/linux", Commit("a" * 40, None, "s", "a", "d", "linux-6.1"),
+                   toolchain_info("clang-19", "arm64"),
                    ("vmlinux",), preset("allocator", arch="arm64", lto="thin"))
     d = job_to_dict(job)
     back = job_from_dict(d)
