@@ -109,7 +109,7 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
             if align_view:
                 arows = inline_views.align_changes(fa, fb, hot)
                 extra["align"] = arows
-                lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
+                lines.append(inline_views.align_text(arows, fa.placed and fb.placed, fb.align).rstrip("\n"))
         if link_view:     # issue 13: hot functions at link addresses, and why they moved
             from analyzer import link_views
             from analyzer.findings import link_compare as link_findings
