@@ -125,3 +125,33 @@ def test_crossing_follows_the_padding_rule():
     clang = FunctionAlign(4, 3, 4, "addresses")
     assert crossed(placement(60, align=clang), placement(64, align=clang)) == []
     assert crossed(placement(64, align=clang), placement(68, align=clang)) == ["cache_line"]
+
+
+@pytest.mark.parametrize("name", ["gcc-12-aarch64", "clang-19-aarch64"])
+def test_sizediff_align_view_names_the_unit(tmp_path, name):
+    """``sizediff --align`` on two arm64 objects: the unit on its first line, the columns in it,
+    f20 grown by one statement (12 bytes) with its units and crossing in that unit."""
+    import sys
+    cc, arch, _ = COMPILERS[name]
+    objs = []
+    for v, extra in (("a", ""), ("b", "p[99] += 7; ")):
+        src = many_functions(tmp_path / f"{v}.c")
+        src.write_text(src.read_text().replace("int f20(int *p) { ", "int f20(int *p) { " + extra))
+        objs.append(tmp_path / f"{v}.o")
+        subprocess.run([*cc, "-O2", "-g", "-c", "-o", str(objs[-1]), str(src)], check=True)
+    r = subprocess.run([sys.executable, "-m", "cli.sizediff", "--inlines", "--align", *map(str, objs)],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr
+    fa = analyze(objs[1]).align
+    head = {"gcc-12-aarch64": "16-byte function alignment, at most 11 bytes of padding (from addresses)",
+            "clang-19-aarch64": "4-byte function alignment (from addresses): no padding, every byte of "
+                                "growth moves what follows"}[name]
+    assert fa.label() + (": no padding, every byte of growth moves what follows" if fa.padless else "") == head
+    lines = r.stdout.splitlines()
+    i = lines.index(head)
+    assert f"{fa.unit}B units" in lines[i + 2]
+    (row,) = [ln for ln in lines[i + 3:] if ln.split()[:1] == ["f20"]]
+    old, new = (analyze(o).functions["f20"].size for o in objs)
+    b, h = placement(old, align=fa), placement(new, align=fa)
+    assert row.split()[1:5] == [str(old), str(new), f"+{new - old}", f"{b.blocks}->{h.blocks}"]
+    assert row.split()[-1] == (",".join(crossed(b, h)) or "-")
