@@ -49,7 +49,8 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--no-pfx", is_flag=True, help="leave out compiler-generated __pfx_/__cfi_ symbols")
 @click.option("--inlines", is_flag=True, help="inline status changes and findings (needs DWARF)")
 @click.option("--align", "align_view", is_flag=True,
-              help="16-byte units, cache lines and headroom of every function that changed size")
+              help="alignment units (the file's own: 16 bytes on x86-64, 16 with at most 11 of padding under "
+                   "gcc arm64, 4 under clang arm64), cache lines and headroom of every function that changed size")
 @click.option("--link", "link_view", is_flag=True,
               help="linked images (vmlinux): hot functions' addresses, cache lines and 64-byte phase, how far "
               "each moved and which functions before it caused the move")

@@ -123,8 +123,9 @@ def test_calls_and_inline_counts(run):
     assert checked > 100, checked
 
 
-def _compiler_asm(tc: str, images, dest: Path) -> str:
-    """mm/page_alloc.c compiled with -S by the build dir's own command (mm/.page_alloc.o.cmd)."""
+def _compiler_asm(tc: str, images, dest: Path) -> tuple[str, list[str]]:
+    """mm/page_alloc.c compiled with -S by the build dir's own command (mm/.page_alloc.o.cmd):
+    (the assembly, the command)."""
     from toolchains.build import BuildOptions, layout
     from toolchains.cmdfile import cmdfile_path, parse
     from toolchains.locks import file_lock
@@ -143,7 +144,8 @@ def _compiler_asm(tc: str, images, dest: Path) -> str:
                 a = "-S"
             new.append(a)
         subprocess.run(new, cwd=lay.build_dir, check=True, capture_output=True)
-    return out.read_text()
+        config = (lay.build_dir / ".config").read_text().splitlines()
+    return out.read_text(), args + config
 
 
 @pytest.mark.timeout(3600)
@@ -152,7 +154,7 @@ def test_alignment_is_the_compilers_and_the_layout_nms(run, tmp_path):
     before every function; every allocator function's placement is at its nm address; between
     neighbours of the unit's .text the padding is what that alignment prescribes (gcc-12: some
     functions left unpadded, 12 bytes would be needed); the boundary findings carry that unit."""
-    from analyzer.func_align import from_asm
+    from analyzer.func_align import from_asm, from_command
     from inline_oracles import objdump_symbols
     from toolchains.build import BuildOptions, layout
     tc, images, db, report = run
@@ -160,7 +162,13 @@ def test_alignment_is_the_compilers_and_the_layout_nms(run, tmp_path):
     # only), per the cross objdump -t of the build dir's mm/page_alloc.o
     obj = layout(images.tree, tc, arm64_config(), BuildOptions()).build_dir / "mm" / "page_alloc.o"
     text = {n for _v, _s, n in objdump_symbols(obj, CROSS + "objdump").get(".text", [])}
-    asm = from_asm(_compiler_asm(tc, images, tmp_path), "aarch64")
+    text_s, cmd_and_config = _compiler_asm(tc, images, tmp_path)
+    # 6.1 on arm64 asks for no function alignment (no CONFIG_FUNCTION_ALIGNMENT before 6.2, the
+    # 64-byte debug option off): the compiler's default is what the file shows
+    assert from_command(cmd_and_config, 4) is None
+    assert "# CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B is not set" in cmd_and_config
+    assert not [ln for ln in cmd_and_config if ln.startswith("CONFIG_FUNCTION_ALIGNMENT")]
+    asm = from_asm(text_s, "aarch64")
     stated = {(a.unit, a.max_skip) for n, a in asm.items() if n in text}
     assert stated == {ALIGN[tc]} and len(text) > 100, stated
     pos = 2
