@@ -224,7 +224,7 @@ def campaign(db: str, source: str, work: Path, seed: int = 28, kills: int = 30, 
     env.pop(KILL_ENV, None)
     with SmtpServer() as server:
         cfg = bot_config(work / "bot.toml", server.port, tree=str(tree), base="HEAD", daily_cap=0)
-        argv = [*sizewatch_cmd(), "bot", f"--{source}", str(lst.path), "--config", str(cfg), "--db", db]
+        argv = [*sizewatch_cmd(), "bot", f"--{source}", str(lst.path), "--policy", str(cfg), "--db", db]
         copies: collections.Counter = collections.Counter()        # Message-ID -> copies the server had
         hits: collections.Counter = collections.Counter()          # Message-ID -> window hits
 

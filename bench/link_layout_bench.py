@@ -9,7 +9,7 @@ are printed. Measured, per pair of linked images:
 - ours, what the pipeline reads from a vmlinux pair besides: nm's symbol list with addresses and
   size(1)'s sections of both files (ci.pipeline.objects.object_record, with the file's SHA-256),
   plus the link layout and comparison;
-- from the store: the comparison the pipeline makes (ci.pipeline.link.compare_builds: stored symbols of
+- from the store: the comparison the pipeline makes (ci.pipeline.link_layout.compare_builds: stored symbols of
   the hot functions' sections, both maps, moves and findings) on a store holding the pair.
 
 Pairs: the tests' tinyconfig vmlinux at the example series' base and patch 1 (gcc-12; built once and
@@ -45,7 +45,7 @@ PIPELINE = ("import sys, time; from analyzer.link_layout import file_layout, com
             "(la, ta), (lb, tb) = file_layout(sys.argv[1]), file_layout(sys.argv[2]); m = compare(ta, tb); "
             "print(f'{time.perf_counter() - t:.3f} s work;', sum(len(r.symbols) for r in recs), 'symbols', "
             "file=sys.stderr)")
-FROM_STORE = ("import sys, time; from db.store import open_store; from ci.pipeline.link import compare_builds; "
+FROM_STORE = ("import sys, time; from db.store import open_store; from ci.pipeline.link_layout import compare_builds; "
               "s = open_store(sys.argv[1], read_only=True); t = time.perf_counter(); "
               "m, f = compare_builds(s, int(sys.argv[2]), int(sys.argv[3])); "
               "print(f'{time.perf_counter() - t:.3f} s work;', len(m), 'moves,', len(f), 'findings', file=sys.stderr)")
@@ -80,7 +80,7 @@ def nm_cmd(a: Path, b: Path) -> list[str]:
 
 def stored_pair(a: Path, b: Path, tmp: Path) -> tuple[Path, int, int]:
     """A store holding the pair as the pipeline writes it (symbols and link layouts), for the store-side row."""
-    from ci.pipeline import analysis, link
+    from ci.pipeline import analysis, link_layout
     from ci.pipeline.objects import object_record
     from db.models import BuildRecord, Commit, ConfigInfo
     from db.store import open_store
@@ -89,7 +89,7 @@ def stored_pair(a: Path, b: Path, tmp: Path) -> tuple[Path, int, int]:
     with open_store(path) as store:
         for i, (sha, img) in enumerate((("a" * 40, a), ("b" * 40, b))):
             obj = object_record(img, "vmlinux")
-            obj.link_layout = link.layout(img, "vmlinux")
+            obj.link_layout = link_layout.layout(img, "vmlinux")
             ids.append(store.record_build(BuildRecord(
                 "bench", Commit(sha, "a" * 40 if i else None), "tc", "tc 1", ConfigInfo("bench"), "vmlinux", "ok",
                 objects=[obj], analysis_version=analysis.ANALYSIS_VERSION)))

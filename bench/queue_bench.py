@@ -293,6 +293,13 @@ TEMPLATE = os.environ.get("SIZEWATCH_QUEUE_BENCH_TEMPLATE", "")
 WRITES_KEY = "sizewatch-bench:writes"
 
 
+def sim_toolchain(name: str, arch: str = "x86_64"):
+    """A simulated toolchain (no compiler runs): what the synthetic jobs carry, resolved as a worker would."""
+    from toolchains.build import ResolvedToolchain
+    from toolchains.registry import Toolchain
+    return ResolvedToolchain(Toolchain(name, "gcc", (), {}, "true", ("true",), arch=arch), "1.0")
+
+
 def synthetic_execute(job: dict, store: str, version: str) -> float:
     """The simulation's job: sleep for the build's (compressed) duration, then write a real build's
     rows for this key as a worker does (one transaction, a duplicate keeps the first). Returns the
@@ -302,7 +309,7 @@ def synthetic_execute(job: dict, store: str, version: str) -> float:
     from db.models import BuildRecord, ConfigInfo
     from ci.queue.jobs import WorkerSettings, open_existing
     from ci.queue.wire import job_from_dict
-    job = job_from_dict(job)
+    job = job_from_dict(job, resolve=sim_toolchain)
     with open(TEMPLATE, "rb") as f:
         tmpl = pickle.load(f)
     time.sleep(float(job.mcpu.split("@", 1)[1]))           # the duration travels in the job
@@ -340,8 +347,7 @@ def bench_sim(workers: int, series: int, coordinators: int, compress: float, dur
     from db.models import Commit
     from db.store import open_store
     from redisserver import RedisServer
-    toolchains = [f"sim-{i}" for i in range(8)]
-    versions = {tc: "1.0" for tc in toolchains}
+    toolchains = [sim_toolchain(f"sim-{i}") for i in range(8)]
     tmpl = workdir / "template.pickle"
     make_template(tmpl)
     db = workdir / "sim.db"
@@ -356,7 +362,7 @@ def bench_sim(workers: int, series: int, coordinators: int, compress: float, dur
     procs = []
     try:
         t_start = time.perf_counter()
-        procs = start_sim_workers(workers, toolchains, redis.url, db, env, workdir)
+        procs = start_sim_workers(workers, [tc.name for tc in toolchains], redis.url, db, env, workdir)
         print(f"   {workers} workers up in {time.perf_counter() - t_start:.1f} s ({load()})")
         cfg = QueuedBuilds(redis.url, attempts=3, poll=0.2, function="queue_bench.synthetic_execute")
         todo = list(range(series))
@@ -391,7 +397,7 @@ def bench_sim(workers: int, series: int, coordinators: int, compress: float, dur
                         jobs.append(BuildJob("sim-linux", "/nonexistent", c, tc, (TARGET,), mcpu=f"sim@{d:.4f}"))
                 t0, c0 = time.perf_counter(), time.thread_time()
                 stats = RunStats()
-                Run(cfg, store, jobs, stats, lambda s: None, versions).wait()
+                Run(cfg, store, jobs, stats, lambda s: None).wait()
                 with lock:
                     parked.extend(stats.parked)
                     per_job.append((time.perf_counter() - t0) / len(jobs))

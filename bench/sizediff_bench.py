@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def run_pair(label: str, old: Path, new: Path, modes: list[list[str]], n: int) -
     compared. Returns the printed lines and how many modes gave different outputs."""
     lines = []
     differ = 0
-    sizediff = [str(ROOT / ".venv/bin/sizediff")]
+    # the sizediff installed beside this Python (a worktree has no .venv of its own), else the checkout's
+    sizediff = [shutil.which("sizediff", path=str(Path(sys.executable).parent)) or str(ROOT / ".venv/bin/sizediff")]
     bom = [sys.executable, str(oracle())]
     for mode in modes:
         args = [*mode, str(old), str(new)]

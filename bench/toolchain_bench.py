@@ -40,7 +40,7 @@ from toolchains.build import BuildOptions, build_commit, layout  # noqa: E402
 from toolchains.example import series_commits  # noqa: E402
 from toolchains.kbuild import Config  # noqa: E402
 from toolchains.locks import file_lock  # noqa: E402
-from toolchains.matrix import build_matrix  # noqa: E402
+from toolchains.parallel_builds import build_matrix  # noqa: E402
 from toolchains.registry import all_toolchains  # noqa: E402
 from toolchains.source import cache_dir  # noqa: E402
 from toolchains.git import ensure_worktree  # noqa: E402

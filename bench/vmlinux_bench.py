@@ -12,7 +12,7 @@ first build is ~21-23 min with -j2 on a 2-core machine), on the example series
      per-patch rebuild);
   3. the analysis of a vmlinux pair as the pipeline does it (``sizewatch run``): per file the
      symbols and sections (ci.pipeline.objects), the allocator unit's inline facts and likely
-     paths (ci.pipeline.linked), then the bloat-o-meter tables of the pair; in a child process so
+     paths (ci.pipeline.vmlinux), then the bloat-o-meter tables of the pair; in a child process so
      its peak RSS is its own; beside it the kernel's scripts/bloat-o-meter and ``size`` on the
      same two files.
 
@@ -134,7 +134,7 @@ def kbuild_by_hand(tree: Path, sha: str, tc: str, config: str, cache: Path, priv
 def analyze_pair(old: Path, new: Path) -> dict:
     """The pipeline's reading of two vmlinux files (what _record and compare_all do), timed."""
     from analyzer import bloat
-    from ci.pipeline import linked
+    from ci.pipeline import vmlinux
     from ci.pipeline.objects import object_record
     from ci.reports.model import symbol_set
     t = {"symbols_sections": 0.0, "allocator_unit": 0.0}
@@ -143,7 +143,7 @@ def analyze_pair(old: Path, new: Path) -> dict:
         t0 = time.perf_counter()
         rec = object_record(p, "vmlinux")
         t1 = time.perf_counter()
-        res = linked.analyze_vmlinux(p, None, [])
+        res = vmlinux.analyze_vmlinux(p, None, [])
         t2 = time.perf_counter()
         t["symbols_sections"] += t1 - t0
         t["allocator_unit"] += t2 - t1

@@ -26,7 +26,7 @@ from ci.pipeline.run import build_all, compare_all
 from ci.reports.model import comparison_tables
 from db.models import Commit
 from db.store import Store
-from toolchains.build import toolchain_info
+from toolchains.build import ResolvedToolchain, resolved
 from toolchains.git import split_range
 from toolchains.kbuild import Config
 from toolchains.source import Tree, open_tree
@@ -131,18 +131,18 @@ class BisectResult:
 class _Prober:
     """The function's state at commits of one range under one toolchain: stored first, else built."""
 
-    def __init__(self, store: Store, tree: Tree, plan: RunPlan, function: str, toolchain: str,
+    def __init__(self, store: Store, tree: Tree, plan: RunPlan, function: str, compiler: ResolvedToolchain,
                  target: str, config: Config | None, progress: Callable[[str], None]):
         self.store, self.tree, self.plan, self.function = store, tree, plan, function
-        self.toolchain, self.target, self.config, self.progress = toolchain, target, config, progress
-        _, self.version = toolchain_info(toolchain, (config or Config()).arch)
+        self.compiler, self.target, self.config, self.progress = compiler, target, config, progress
+        self.toolchain, self.version = compiler.name, compiler.version
         self.key = (config or Config()).key
         self.built = 0
 
     def stored(self, commit: Commit) -> FunctionState | None:
         """The state from the store, or None when the build is missing or analyzed by an older sizewatch."""
         b = self.store.find_build(self.tree.name, commit.sha, self.toolchain, self.key, self.target, self.version)
-        if b is None or (b.status == "ok" and b.analysis_version < analysis.ANALYSIS_VERSION):
+        if not self.store.build_done(b, analysis.ANALYSIS_VERSION):
             return None
         if b.status != "ok":
             return FunctionState(commit.sha, b.id, b.status)
@@ -162,7 +162,7 @@ class _Prober:
         if st is not None:
             return st
         one = RunPlan(self.tree, [commit], [commit])
-        stats = build_all(self.store, one, [self.toolchain], [self.target], self.config, self.progress)
+        stats = build_all(self.store, one, [self.compiler], [self.target], self.config, self.progress)
         self.built += stats.built + stats.reanalyzed
         st = self.stored(commit)
         if st is None:
@@ -171,7 +171,8 @@ class _Prober:
         return st
 
 
-def bisect(store: Store, tree_spec: str, function: str, range_spec: str, toolchain: str, cond: Condition,
+def bisect(store: Store, tree_spec: str, function: str, range_spec: str, toolchain: str | ResolvedToolchain,
+           cond: Condition,
            target: str = DEFAULT_TARGETS[0], config: Config | None = None,
            progress: Callable[[str], None] = lambda s: None) -> BisectResult:
     """The first commit of ``range_spec`` (A..B, first-parent) at which ``cond`` holds for ``function``."""
@@ -181,11 +182,14 @@ def bisect(store: Store, tree_spec: str, function: str, range_spec: str, toolcha
         raise InputError("--grew-by takes a positive number of bytes")
     if split_range(range_spec) is None:
         raise InputError(f"{range_spec}: give a range A..B (A: a commit where the condition does not hold)")
-    toolchain_info(toolchain, (config or Config()).arch)   # an unknown or missing compiler fails before any git work
+    # a name looked up once (a resolved one taken), then carried: an unknown or missing compiler fails
+    # before any git work
+    compiler = resolved(toolchain, config or Config())
+    toolchain = compiler.name
     tree = open_tree(tree_spec)
     plan = plan_range(store, tree, range_spec)
     chain = plan.to_build                   # A, then B's first-parent commits after A
-    probe = _Prober(store, tree, plan, function, toolchain, target, config, progress)
+    probe = _Prober(store, tree, plan, function, compiler, target, config, progress)
     res = BisectResult(function, toolchain, probe.version, target, cond, range_spec, len(chain) - 1, None, None)
     known: dict[int, FunctionState] = {0: probe.get(chain[0])}
     base = known[0]
@@ -252,7 +256,7 @@ def bisect(store: Store, tree_spec: str, function: str, range_spec: str, toolcha
 def _explain(store: Store, plan: RunPlan, res: BisectResult, probe: _Prober, config: Config | None) -> None:
     """bloat-o-meter's rows for the function and the compiler's remarks at the first commit."""
     pair = RunPlan(plan.tree, [res.first], [res.parent, res.first])
-    compare_all(store, pair, [res.toolchain], [res.target], config)
+    compare_all(store, pair, [probe.compiler], [res.target], config)
     before, after = res.before, res.after
     if before.build_id is not None and after.build_id is not None:
         tables = comparison_tables(store, before.build_id, after.build_id)

@@ -41,14 +41,14 @@ def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None,
     import json
     from analyzer.errors import InputError
     from ci.bisect import Condition, bisect, text
+    from toolchains.build import check_lto, toolchain_info
     from toolchains.kbuild import preset
     with one_line_errors():
         config = preset(config_name, arch=arch, lto="" if lto == "none" else lto)
+        compiler = toolchain_info(toolchain, arch)      # looked up once (unknown or missing: one line), carried
         if config.lto:
-            from toolchains.build import check_lto
-            from toolchains.registry import load
             from toolchains.targets import check_linked_only
-            check_lto(load(toolchain, arch), config)
+            check_lto(compiler.toolchain, config)
             check_linked_only([target], config.lto)
         chosen = [k for k, on in (("grew_by", grew_by is not None), ("outlined", outlined), ("inlined", inlined),
                                   ("crossed_line", crossed_line)) if on]
@@ -56,6 +56,6 @@ def bisect_cmd(function: str, commits: str, toolchain: str, grew_by: int | None,
             raise InputError("give exactly one of --grew-by N, --outlined, --inlined, --crossed-line")
         cond = Condition(chosen[0], grew_by or 0)
         with open_store(db) as store:
-            res = bisect(store, tree, function, commits, toolchain, cond, target, config,
+            res = bisect(store, tree, function, commits, compiler, cond, target, config,
                          progress=lambda s: print(s, file=sys.stderr))
             click.echo(json.dumps(res.to_dict(), indent=2) if as_json else text(res), nl=as_json)

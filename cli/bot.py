@@ -53,7 +53,36 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
     return None
 
 
-@click.command("bot")
+def _deprecated(old: str, new: str) -> None:
+    """One line on stderr for an old spelling that still works (scripts may use it): kept one release."""
+    click.echo(f"sizewatch: bot {old} is deprecated and goes in the next release: use {new}", err=True)
+
+
+def _policy_file(policy_file: Path | None, config_file: Path | None) -> Path | None:
+    """--policy, or its old name --config (which on ``run`` names a kernel config)."""
+    from analyzer.errors import InputError
+    if config_file is not None:
+        _deprecated("--config", "--policy")
+        if policy_file is not None:
+            raise InputError("give --policy only (--config is its old name)")
+        return config_file
+    return policy_file
+
+
+def _print_status(policy_file: Path | None, as_json: bool, db: str | None) -> None:
+    import json
+    from ci.bot.policy import load_policy
+    from ci.bot.status import bot_status, text
+    policy = load_policy(policy_file)
+    with open_store(db, read_only=True) as store:
+        st = bot_status(store, policy)
+    click.echo(json.dumps(st.to_dict(), indent=2) if as_json else text(st), nl=as_json)
+
+
+_POLICY_HELP = "the bot's policy TOML (what to watch, what to report, how to mail)"
+
+
+@click.group("bot", invoke_without_command=True)
 @click.option("--maildir", type=click.Path(path_type=Path), help="a maildir mirror of the list")
 @click.option("--mbox", type=click.Path(path_type=Path), help="an mbox mirror of the list")
 @click.option("--inbox", type=click.Path(path_type=Path),
@@ -66,41 +95,46 @@ def _transport(policy, outbox: Path | None, smtp: str | None, user: str | None, 
 @click.option("--smtp", "smtp_host", metavar="HOST[:PORT]", help="send through this SMTP relay")
 @click.option("--smtp-user", default=None, help="SMTP login (password: config or $SIZEWATCH_SMTP_PASSWORD)")
 @click.option("--smtp-starttls/--smtp-no-starttls", default=None, help="STARTTLS before login (default: on)")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="the bot's TOML config")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), help=_POLICY_HELP)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), hidden=True,
+              help="old name of --policy (deprecated)")
 @click.option("--checks", type=click.Path(path_type=Path), help="write patchwork-style check JSON here")
 @click.option("--interval", default=None, help="poll interval without --once (e.g. 60s, 5m)")
-@click.option("--status", is_flag=True,
-              help="print what the bot has read, the series and their states, the mails with their text, "
-                   "and the policy in force (--config); reads the store only")
-@click.option("--json", "as_json", is_flag=True, help="with --status: print it as JSON")
+@click.option("--status", is_flag=True, hidden=True, help="old spelling of `sizewatch bot status` (deprecated)")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="with --status (deprecated)")
 @click.option("--queue", "queue_url", default=None, envvar="SIZEWATCH_QUEUE", metavar="REDIS_URL",
               help="hand the builds to workers on this Redis (sizewatch worker; default $SIZEWATCH_QUEUE)")
 @click.option("--attempts", default=3, show_default=True, metavar="N",
               help="with --queue: a build job failing N times is parked (the series is an infrastructure failure)")
 @db_option
 @wait_option
-def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_file: Path | None, once: bool, dry_run: bool,
-            outbox: Path | None, smtp_host: str | None, smtp_user: str | None, smtp_starttls: bool | None,
-            config_file: Path | None, checks: Path | None, interval: str | None, status: bool, as_json: bool,
-            queue_url: str | None, attempts: int, db: str | None, wait_s: int) -> None:
-    """Test each series posted to a mailing list and reply in its thread when something needs a look."""
+@click.pass_context
+def bot_cmd(ctx: click.Context, maildir: Path | None, mbox: Path | None, inbox: Path | None, series_file: Path | None,
+            once: bool, dry_run: bool, outbox: Path | None, smtp_host: str | None, smtp_user: str | None,
+            smtp_starttls: bool | None, policy_file: Path | None, config_file: Path | None, checks: Path | None,
+            interval: str | None, status: bool, as_json: bool, queue_url: str | None, attempts: int, db: str | None,
+            wait_s: int) -> None:
+    """Test each series posted to a mailing list and reply in its thread when something needs a look.
+
+    `sizewatch bot status` prints what the bot is doing, from the store."""
     from analyzer.errors import InputError
     from ci.bot.policy import duration, load_policy
     from ci.bot.service import Bot, Source, instance_lock
     from db.pg import StoreUnavailable
     with one_line_errors():
+        policy_file = _policy_file(policy_file, config_file)
+        if status and ctx.invoked_subcommand is None:
+            _deprecated("--status", "sizewatch bot status")
+        if (status or ctx.invoked_subcommand is not None) and (maildir or mbox or inbox or series_file):
+            raise InputError("bot status reads the store only: give no --maildir, --mbox, --inbox or --series")
+        if ctx.invoked_subcommand is not None:           # `bot [--db D] [--policy F] status ...`: handed on
+            ctx.obj = {"db": db, "policy": policy_file}
+            return
         if status:
-            if maildir or mbox or inbox or series_file:
-                raise InputError("--status reads the store only: give no --maildir, --mbox, --inbox or --series")
-            import json
-            from ci.bot.status import bot_status, text
-            policy = load_policy(config_file)
-            with open_store(db, read_only=True) as store:
-                st = bot_status(store, policy)
-            click.echo(json.dumps(st.to_dict(), indent=2) if as_json else text(st), nl=as_json)
+            _print_status(policy_file, as_json, db)
             return
         if as_json:
-            raise InputError("--json goes with --status")
+            raise InputError("--json goes with sizewatch bot status")
         given = [x for x in (maildir, mbox, inbox, series_file) if x is not None]
         if len(given) != 1:
             raise InputError("give exactly one of --maildir DIR, --mbox FILE, --inbox DIR or --series FILE")
@@ -113,15 +147,12 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
         else:
             source = Source("mbox", series_file, immediate=True)
             once = True
-        policy = load_policy(config_file)
+        policy = load_policy(policy_file)
         if dry_run:
             policy = replace(policy, dry_run=True)
         every = duration(interval, "--interval") if interval else policy.poll_interval
         transport = None if policy.dry_run else _transport(policy, outbox, smtp_host, smtp_user, smtp_starttls)
         source.check()                                       # a missing maildir / mbox fails before any work
-        if queue_url and policy.arch != "x86_64":
-            from analyzer.errors import InputError
-            raise InputError(f"--queue builds x86_64 only for now: [bot].arch is {policy.arch}")
         from db.pg import StoreUnavailable
         if queue_url:
             from ci.queue.names import QueueUnavailable, connect
@@ -167,3 +198,17 @@ def bot_cmd(maildir: Path | None, mbox: Path | None, inbox: Path | None, series_
                     break
             if failed:
                 sys.exit(1)
+
+
+@bot_cmd.command("status")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path),
+              help=_POLICY_HELP + ": shown as the policy in force")
+@click.option("--json", "as_json", is_flag=True, help="print it as JSON")
+@db_option
+@click.pass_context
+def status_cmd(ctx: click.Context, policy_file: Path | None, as_json: bool, db: str | None) -> None:
+    """What the bot has read, the series and their states, the mails with their text, and the policy
+    in force; reads the store only."""
+    given = ctx.obj or {}
+    with one_line_errors():
+        _print_status(policy_file or given.get("policy"), as_json, db or given.get("db"))

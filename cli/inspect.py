@@ -55,7 +55,7 @@ def inspect(obj, source, remarks, cus, hot_file, show_all, as_json, cost, functi
 
 def _cost(obj, hot_file, function, mcpu, no_estimate, as_json):
     from analyzer import hotpaths
-    from analyzer.cost import EstimateText, path_text
+    from analyzer.likely_path_cost import EstimateText, path_text
     from toolchains.mca import DEFAULT_MCPU, file_costs
     with one_line_errors():
         hot = hotpaths.load(hot_file)

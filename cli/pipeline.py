@@ -80,7 +80,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
     The likely-path thresholds apply to every comparison the run reports (stored pairs included);
     --cost-mcpu to the builds it makes (stored builds keep the CPU they were estimated for).
     """
-    from analyzer.cost import CostThresholds
+    from analyzer.likely_path_cost import CostThresholds
     from ci import pipeline
     from ci.reports import text as render
     from analyzer.errors import InputError
@@ -95,15 +95,16 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             from toolchains.git import split_range
             split_range(commits)             # a bad range fails before any work
         from toolchains.kbuild import preset
-        from toolchains.targets import check_linked_only, parse
+        from toolchains.targets import check_linked_only, is_linked, parse
         config = preset(config_name, arch=arch, lto="" if lto == "none" else lto)
         for t in split(targets):
             parse(t)                         # a bad target fails before any work
+        from toolchains.build import check_lto, toolchain_info
+        # looked up once, before the store opens (unknown or missing ones fail here), then carried
+        compilers = [toolchain_info(tc, arch) for tc in split(toolchains)]
         if config.lto:
-            from toolchains.build import check_lto
-            from toolchains.registry import load
-            for tc in split(toolchains):
-                check_lto(load(tc, arch), config)        # gcc cannot build ThinLTO: before the store opens
+            for c in compilers:
+                check_lto(c.toolchain, config)           # gcc cannot build ThinLTO
             check_linked_only(split(targets), config.lto)
         thresholds = CostThresholds(lines=cost_lines, cycles_percent=cost_cycles_percent)
         runtime = _runtime(runtime_instructions, runtime_percent, runtime_lines)
@@ -111,7 +112,7 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
         if measure_spec is not None:
             from ci.pipeline.measure import parse_measure
             measure = parse_measure(measure_spec)
-            if "vmlinux" not in split(targets):
+            if not any(is_linked(t) for t in split(targets)):
                 raise InputError("--measure: measures a built vmlinux: add vmlinux to --targets")
             if arch != "x86_64":
                 raise InputError(f"--measure boots x86_64 kernels (qemu-system-x86_64): not {arch}")
@@ -120,11 +121,9 @@ def run_cmd(tree: str, commits: str | None, mbox: Path | None, base: str | None,
             from ci.queue.coordinator import QueuedBuilds
             if attempts < 1:
                 raise InputError("--attempts must be 1 or more")
-            if arch != "x86_64":
-                raise InputError(f"--queue builds x86_64 only for now: build {arch} in this process (no --queue)")
             builds = QueuedBuilds(queue_url, attempts=attempts)
         with open_store(db) as store:
-            report, stats = pipeline.run(store, tree, commits, mbox, base, split(toolchains),
+            report, stats = pipeline.run(store, tree, commits, mbox, base, compilers,
                                          split(targets), config, mcpu=cost_mcpu, thresholds=thresholds,
                                          keep_vmlinux=keep_vmlinux, builds=builds, measure=measure,
                                          runtime=runtime)
@@ -197,14 +196,16 @@ def history_cmd(function: str, toolchain: str | None, target: str | None, inline
             if as_json:
                 click.echo(json.dumps([p.to_dict() for p in points], indent=2))
                 return
+            from toolchains.flavour import label
             click.echo(f"{'commit':12}  {'toolchain':9}  {'size':>6}  {'delta':>6}  {'inline status':28}  subject")
             last: dict[str, int | None] = {}
-            for p in points:
+            for p in points:                   # a toolchain's arm64 and ThinLTO builds: lines of their own
                 size = p.size if p.size is not None else 0
-                prev = last.get(p.toolchain)
+                line = label(p.toolchain, p.arch, p.lto)
+                prev = last.get(line)
                 delta = "" if prev is None else f"{size - prev:+d}"
-                last[p.toolchain] = size
-                click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
+                last[line] = size
+                click.echo(f"{p.commit_sha[:12]}  {line:9}  {size:6d}  {delta:>6}  {_status(p):28}  "
                            f"{p.subject[:60]}")
 
 
@@ -219,14 +220,16 @@ def _inlined_history(store, function: str, toolchain: str | None, target: str | 
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in points], indent=2))
         return
+    from toolchains.flavour import label
     click.echo(f"{'commit':12}  {'toolchain':9}  {'target':16}  {'inst':>5}  {'bytes':>7}  {'delta':>6}  "
                f"{'incl':>7}  {'callers':>7}  subject")
     last: dict[tuple[str, str], int] = {}
-    for p in points:
-        prev = last.get((p.toolchain, p.target))
+    for p in points:                       # a toolchain's arm64 and ThinLTO builds: lines of their own
+        line = label(p.toolchain, p.arch, p.lto)
+        prev = last.get((line, p.target))
         delta = "" if prev is None else f"{p.bytes - prev:+d}"
-        last[(p.toolchain, p.target)] = p.bytes
-        click.echo(f"{p.commit_sha[:12]}  {p.toolchain:9}  {p.target:16}  {p.instances:5d}  {p.bytes:7d}  {delta:>6}  "
+        last[(line, p.target)] = p.bytes
+        click.echo(f"{p.commit_sha[:12]}  {line:9}  {p.target:16}  {p.instances:5d}  {p.bytes:7d}  {delta:>6}  "
                    f"{p.including:7d}  {p.callers:7d}  {p.subject[:50]}")
 
 

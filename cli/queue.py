@@ -27,6 +27,9 @@ worker_redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_RED
 
 @click.command("worker")
 @click.option("--toolchains", required=True, help="the toolchains this worker holds (comma-separated)")
+@click.option("--arch", "arches", default="x86_64", show_default=True, metavar="ARCHES",
+              help="the kernel arches it builds them for (comma-separated: x86_64, arm64; arm64 needs each "
+                   "toolchain's cross compiler): one queue per toolchain and arch")
 @worker_redis_option
 @click.option("--db", default=None, metavar="STORE",
               help="the store results are written to, the coordinator's: a file path or a URL without a password "
@@ -40,9 +43,9 @@ worker_redis_option = click.option("--redis", "redis_url", envvar="SIZEWATCH_RED
 @click.option("--store-retries", default=8, show_default=True, metavar="N",
               help="an unavailable store is tried again N times (1, 2, 4 ... 30 s apart) before the job fails")
 @wait_option
-def worker_cmd(toolchains: str, redis_url: str, db: str | None, db_file: str | None, heartbeat: int, burst: bool,
+def worker_cmd(toolchains: str, arches: str, redis_url: str, db: str | None, db_file: str | None, heartbeat: int, burst: bool,
                name: str | None, store_retries: int, wait_s: int) -> None:
-    """Build jobs from the queues of TOOLCHAINS and write the results into the store.
+    """Build jobs from the queues of TOOLCHAINS for ARCHES and write the results into the store.
 
     Each job (a commit under one toolchain) runs in its own process; SIGTERM lets the job under way
     finish, a second SIGTERM stops at once (the job is then run again by another worker)."""
@@ -59,7 +62,7 @@ def worker_cmd(toolchains: str, redis_url: str, db: str | None, db_file: str | N
         when_up("the store", store_up, wait_s, (StoreUnavailable,))
         when_up("the queue", lambda: connect(redis_url).close(), wait_s, (QueueUnavailable,))
         run_worker(split(toolchains), redis_url, store, heartbeat=heartbeat, burst=burst, name=name,
-                   store_retries=store_retries)
+                   store_retries=store_retries, arches=split(arches))
 
 
 @click.group("queue")
@@ -71,7 +74,7 @@ def queue_cmd() -> None:
 @redis_option
 @click.option("--json", "as_json", is_flag=True)
 def status_cmd(redis_url: str, as_json: bool) -> None:
-    """Queues, workers with their toolchains, running and parked jobs."""
+    """Queues, workers with their toolchains and arches, running and parked jobs."""
     import json
     from ci.queue.status import queue_status, render
     with one_line_errors():

@@ -131,14 +131,14 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
             extra["inline_cost"] = icd.to_dict()
             lines.append(diff_text(icd).rstrip("\n"))
         if cost:   # issue 15: the likely path's static cost per hot function
-            from analyzer.cost import cost_table_text
+            from analyzer.likely_path_cost import cost_table_text
             from analyzer.hotpaths import load as load_hot
             from toolchains.mca import DEFAULT_MCPU, build_costs
             hot = load_hot(hot_file)
             cpu = None if no_estimate else (mcpu or DEFAULT_MCPU)
             ca, note = build_costs(file1, hot, cpu, required=mcpu is not None)
             cb, note_b = build_costs(file2, hot, cpu, required=mcpu is not None)
-            from analyzer.cost import compare_costs
+            from analyzer.likely_path_cost import compare_costs
             changes = compare_costs(ca, cb)
             extra["cost"] = {"mcpu": cpu, "estimate_note": note or note_b,
                              "functions": [c.to_dict() for c in changes]}

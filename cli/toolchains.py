@@ -1,5 +1,5 @@
 """``sizewatch toolchains [install NAME...]`` and ``sizewatch build``: thin click layers over
-toolchains.install, toolchains.matrix and toolchains.build.
+toolchains.install, toolchains.parallel_builds and toolchains.build.
 
 A commit that does not build is a result: it is listed, and the exit status is 2.
 """
@@ -102,7 +102,7 @@ def build_cmd(tree: str, commit_spec: str | None, mbox: Path | None, base: str |
     from toolchains.build import BuildOptions
     from toolchains.errors import BuildError
     from toolchains.kbuild import preset, read_fragment
-    from toolchains.matrix import build_matrix
+    from toolchains.parallel_builds import build_matrix
     from toolchains.progress import MatrixProgress
     from toolchains.sandbox import enabled_by_default
     from toolchains.source import cache_dir, open_tree

@@ -8,20 +8,38 @@ import json
 import sqlite3
 from typing import Iterable
 
-from analyzer.cost import FunctionCost
+from analyzer import finding_details
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move, Neighbour
 from analyzer.errors import InputError
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 from analyzer.runtime import Runtime
 from db.sqlite import s64, u64
-from db.sqlite import compress, decompress, loads, number, retry_busy as _retry_busy, unreadable
+from db.sqlite import compress, decompress, loads, note_damage, number, retry_busy as _retry_busy, unreadable
 from db.errors import StoreError
-from db.models import (Build, BuildRecord, Commit, FindingRow, FunctionRow, InlineCalleeRow, InlineCostRecord, ObjectRecord, RemarkRow, SymbolRow)
+from db.models import (Build, BuildRecord, Commit, build_complete, FindingRow, FunctionRow, InlineCalleeRow, InlineCostRecord, ObjectRecord, RemarkRow, SymbolRow)
 
 from db.rows import _BUILD_SELECT, _build, _now
 
 
 MAX_BUNDLE = 64 * 1024 * 1024       # bytes of one git bundle (0018's CHECK says the same)
+
+
+def _finding_row(kind: str, function: str, severity: str, message: str, doc: str | None, base_build_id: int | None,
+                 what: str) -> FindingRow:
+    """A stored finding with its details read as its kind's class once; data or details of the wrong
+    shape are damage: noted (the page says so) and read as the kind's empty details."""
+    data = loads(doc, what)
+    if not isinstance(data, dict):        # JSON, but not a finding's object
+        note_damage(what)
+        data = {}
+    raw = data.get("details")
+    try:
+        details = finding_details.read(kind, raw)
+    except finding_details.BadDetails as e:
+        note_damage(f"details of a {what.removeprefix('data of a ')}: {e}")
+        details = finding_details.empty(kind)
+    return FindingRow(kind, function, severity, message, data, base_build_id, details)
 
 
 class BuildRows:
@@ -70,9 +88,10 @@ class BuildRows:
                 have = conn.execute("SELECT id, status, analysis_version FROM builds WHERE commit_id = ? AND "
                                     "toolchain_id = ? AND config_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
                                     (cid, tcid, cfid, rec.target)).fetchone()
-                if have is not None and (have[1] != "ok" or have[2] >= rec.analysis_version) and not (
-                        rec.runtime is not None and have[1] == "ok" and conn.execute(
-                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is None):
+                if have is not None and build_complete(
+                        have[1], have[2], rec.analysis_version,
+                        rec.runtime is None or have[1] != "ok" or conn.execute(
+                            "SELECT 1 FROM runtimes WHERE build_id = ?", (have[0],)).fetchone() is not None):
                     return have[0]         # (a measurement the stored build lacks replaces it)
             conn.execute("DELETE FROM builds WHERE commit_id = ? AND toolchain_id = ? AND config_id = ? AND target = ?",
                          (cid, tcid, cfid, rec.target))
@@ -400,5 +419,4 @@ class BuildRows:
         rows = self._conn().execute(
             "SELECT kind, function, severity, message, data, base_build_id FROM findings WHERE build_id = ? "
             "AND (base_build_id IS NULL OR base_build_id = ?) ORDER BY id", (build_id, base_build_id))
-        return [FindingRow(k, f, s, m, loads(d, f"data of a {k} finding (build {build_id})"), b)
-                for k, f, s, m, d, b in rows]
+        return [_finding_row(k, f, s, m, d, b, f"data of a {k} finding (build {build_id})") for k, f, s, m, d, b in rows]

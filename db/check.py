@@ -2,7 +2,8 @@
 migrations it carries against the ones this sizewatch knows, and sizewatch's own consistency:
 every JSON column parses, every compressed column decompresses, text is UTF-8, every INTEGER and
 REAL column holds numbers (sqlite keeps text it cannot convert in a typed column; the columns are
-read from the schema, so a new migration's are checked too), and rows point at rows that exist.
+read from the schema, so a new migration's are checked too), each finding's details are of its
+kind's shape (``analyzer.finding_details``), and rows point at rows that exist.
 
 Read-only (``mode=ro``, no migration applied): a check never changes what it checks. Readers
 already show a damaged row as unreadable (``db.sqlite.loads``/``decompress``); this says where
@@ -16,6 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analyzer import finding_details
 from analyzer.errors import InputError
 from analyzer.runtime import Runtime
 from db import migrate
@@ -111,6 +113,7 @@ def check_store(path: Path | str) -> CheckResult:
         _numbers(conn, typed_columns(conn), res)
         _references(conn, cols, res)
         _runtimes(conn, cols, res)
+        _finding_details(conn, cols, res)
         if "builds" in cols:
             n = conn.execute("SELECT count(*) FROM builds").fetchone()[0]
             res.facts.append(f"{n} builds")
@@ -165,6 +168,7 @@ def check_pg(url: str) -> CheckResult:
         _pg_types(conn, found, res)
         _references(conn, cols, res)
         _runtimes(conn, cols, res)
+        _finding_details(conn, cols, res)
         if "builds" in cols:
             res.facts.append(f"{conn.execute('SELECT count(*) FROM builds').fetchone()[0]} builds")
         if "bot_messages" in cols:
@@ -335,3 +339,24 @@ def _runtimes(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckRes
             bad.append(bid)
     if bad:
         res.problems.append(f"{len(bad)} runtime measurements not readable as one (build {_first_ids(bad)})")
+
+
+def _finding_details(conn: sqlite3.Connection, cols: dict[str, set[str]], res: CheckResult) -> None:
+    """Each finding's details are of its kind's shape (analyzer.finding_details): valid JSON with a field
+    of the wrong type reads as the kind's empty details, marked unreadable, on every page showing it."""
+    if "data" not in cols.get("findings", ()):
+        return
+    bad = []
+    for fid, kind, data in conn.execute("SELECT id, kind, data FROM findings ORDER BY id"):
+        try:
+            doc = json.loads(data)
+        except (ValueError, TypeError):           # not JSON: _json says so
+            continue
+        try:
+            if not isinstance(doc, dict):
+                raise finding_details.BadDetails("not an object")
+            finding_details.read(kind, doc.get("details"))
+        except finding_details.BadDetails:
+            bad.append(fid)
+    if bad:
+        res.problems.append(f"{len(bad)} rows of findings.data with details not of their kind (row {_first_ids(bad)})")

@@ -96,7 +96,8 @@ class DashboardRows:
         if not shas:
             return []
         conn = self._conn()
-        q = ("SELECT b.id, c.sha, c.parent_sha, t.name, tc.name, tc.version, cf.key, b.target, b.status, b.errors "
+        q = ("SELECT b.id, c.sha, c.parent_sha, t.name, tc.name, tc.version, cf.key, b.target, b.status, b.errors, "
+             "cf.arch "
              "FROM builds b JOIN commits c ON c.id = b.commit_id JOIN trees t ON t.id = c.tree_id "
              "JOIN toolchains tc ON tc.id = b.toolchain_id JOIN configs cf ON cf.id = b.config_id "
              "WHERE c.sha IN (SELECT value FROM json_each(?))")
@@ -106,7 +107,7 @@ class DashboardRows:
         bases: dict[tuple, tuple[int, str]] = {}       # any build as a base: ordered by id, the latest wins
 
         def base_rows(rows: Iterable[tuple]) -> None:
-            for bid, sha, _, tname, tc, ver, key, target, status, _ in rows:
+            for bid, sha, _, tname, tc, ver, key, target, status, _, _ in rows:
                 bases[(tname, sha, tc, ver, key, target)] = (bid, status)
         rows = conn.execute(q + tree_q + " ORDER BY b.id", [json.dumps(list(shas)), *tree_a]).fetchall()
         for row in rows:
@@ -119,11 +120,11 @@ class DashboardRows:
         if wanted_parents:
             base_rows(conn.execute(q + tree_q + " ORDER BY b.id", [json.dumps(wanted_parents), *tree_a]))
         out: list[BuildSummary] = []
-        for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors) in heads.items():
+        for (sha, tc, key, target), (bid, _, parent, tname, _, ver, _, _, status, errors, arch) in heads.items():
             base = bases.get((tname, parent, tc, ver, key, target)) if parent else None
             out.append(BuildSummary(sha, bid, tc, ver, key, target, status,
                                     loads(errors, f"errors of build {bid}", list) if errors != "[]" else [], None,
-                                    base[0] if base else None, base[1] if base else None))
+                                    base[0] if base else None, base[1] if base else None, arch=arch))
         ids = [s.build_id for s in out] + [s.base_build_id for s in out if s.base_build_id is not None]
         ids_json = json.dumps(ids)
         text = dict(conn.execute("SELECT build_id, sum(text) FROM objects WHERE build_id IN "

@@ -10,6 +10,7 @@ import sqlite3
 from analyzer.link_layout import HotPlacement
 from db.sqlite import note_damage, number, numbers, retry_busy as _retry_busy, summed
 from db.models import Commit, FunctionLine, FunctionSeries, HistoryPoint, InlinePoint, RuntimePoint
+from toolchains.flavour import lto_of_key
 
 
 
@@ -51,11 +52,12 @@ class HistoryRows:
         rows = self._placed(rows, commits, tcs, 1, 2)
         rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
         out = []
+        flavours = self._flavours(r[0] for r in rows)
         for bid, cid, tcid, tgt in rows:
             c = commits[cid]
             inst, by, incl, callers, units, decls = got.get(bid, [0, 0, 0, 0, 0, []])
             out.append(InlinePoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, inst, by, incl, callers, units,
-                                   sorted(decls)))
+                                   sorted(decls), *flavours.get(bid, ("x86_64", ""))))
         return out
 
     @_retry_busy
@@ -160,6 +162,13 @@ class HistoryRows:
             (json.dumps(sorted(i for i in ids if type(i) is int)),))   # text in a commit_id points nowhere
         return {c.id: c for c in (Commit(*r) for r in rows)}
 
+    def _flavours(self, build_ids) -> dict[int, tuple[str, str]]:
+        """(arch, LTO mode) by build id (``toolchains.flavour``): a history line per toolchain, arch and LTO
+        mode, never an arm64 point on an x86_64 line."""
+        return {b: (arch, lto_of_key(key)) for b, arch, key in self._conn().execute(
+            "SELECT b.id, cf.arch, cf.key FROM builds b JOIN configs cf ON cf.id = b.config_id "
+            "WHERE b.id IN (SELECT value FROM json_each(?))", (json.dumps(sorted(set(build_ids))),))}
+
     def _toolchain_names(self) -> dict[int, tuple[str, str]]:
         """(name, version) by id: history rows carry the id, 8,000 copies of the strings cost more than the query."""
         return {i: (n, v) for i, n, v in self._conn().execute("SELECT id, name, version FROM toolchains")}
@@ -206,12 +215,13 @@ class HistoryRows:
         rows = self._placed(rows, commits, tcs, 1, 2)
         rows.sort(key=lambda r: (self._history_order(commits[r[1]]), tcs[r[2]][0], r[0]))
         out = []
+        flavours = self._flavours(r[0] for r in rows)
         for bid, cid, tcid, tgt, st, size, decl, ool, ic in rows:
             c = commits[cid]
             what = f"size of {name} (build {bid})"
             size, ool, ic = number(size, what, None), number(ool, what, None), number(ic, what, None)
             out.append(HistoryPoint(c.sha, c.subject, c.date, *tcs[tcid], tgt, bid, st, size, decl,
-                                    None if ool is None else bool(ool), ic))
+                                    None if ool is None else bool(ool), ic, *flavours.get(bid, ("x86_64", ""))))
         return out
 
     @_retry_busy
@@ -223,16 +233,20 @@ class HistoryRows:
         order = sorted(commits.values(), key=self._history_order)
         pos = {c.id: i for i, c in enumerate(order)}
         n = len(order)
-        lines: dict[tuple[str, str], FunctionLine] = {}
-        for tcid, tgt, bids, cids, sts, sizes, decls, ools, ics in self._placed(found, None, tcs, None, 0):
-            key = (tcs[tcid][0], tgt)           # several versions of one toolchain name: one line
-            line = lines.get(key)
-            if line is None:
-                line = lines[key] = FunctionLine(*key, *([None] * n for _ in range(6)))
-            have = line.build_id
-            what = f"sizes of {name} ({key[0]}, {key[1]})"
+        lines: dict[tuple[str, str, str, str], FunctionLine] = {}
+        found = self._placed(found, None, tcs, None, 0)
+        flavours = self._flavours(b for f in found for b in f[2] if type(b) is int)
+        for tcid, tgt, bids, cids, sts, sizes, decls, ools, ics in found:
+            what = f"sizes of {name} ({tcs[tcid][0]}, {tgt})"
             sizes, ools, ics = (numbers(v, what, None) for v in (sizes, ools, ics))
             for bid, cid, st, size, decl, ool, ic in zip(bids, cids, sts, sizes, decls, ools, ics):
+                # several versions of one toolchain name: one line; another arch or LTO mode: another
+                key = (tcs[tcid][0], tgt, *flavours.get(bid, ("x86_64", "")))
+                line = lines.get(key)
+                if line is None:
+                    line = lines[key] = FunctionLine(key[0], tgt, *([None] * n for _ in range(6)), arch=key[2],
+                                                     lto=key[3])
+                have = line.build_id
                 i = pos.get(cid)
                 if i is None:
                     note_damage(f"builds of {name} whose commit is missing")

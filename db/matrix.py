@@ -1,5 +1,7 @@
 """The matrix page's rows (``/matrix/<sha>``): every function of a commit across its toolchains,
 clone symbols summed into their source function, ranked by spread (largest minus smallest size).
+One matrix per arch (sizes of two arches' code are not compared): its columns are the toolchains,
+a ThinLTO build a column of its own (``clang-19 thinlto``).
 
 Computed once when a commit's builds are written (``Store.record_build``, migration 0013), because
 a stored build never changes afterwards and the page is asked for far more often than a commit is
@@ -12,9 +14,15 @@ from dataclasses import dataclass
 
 from analyzer.clones import parse
 from db.models import MatrixRow
-from toolchains.registry import sort_key
+from toolchains.flavour import label_key
 
 Cell = tuple  # (size, declared, out_of_line, inlined_count, symbols)
+
+
+def table_key(target: str | None, arch: str = "x86_64") -> str:
+    """A stored table's key (``matrix_tables.target``, 0013): the target ('' : every target) for
+    x86_64, whose tables predate arches; ``ARCH:TARGET`` for the others (a target has no colon)."""
+    return (target or "") if arch == "x86_64" else f"{arch}:{target or ''}"
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ def rank(rows: list[MatrixRow]) -> MatrixTable:
     """Every row of ``Store.toolchain_matrix``, grouped by source function, widest spread first (then
     by name): the whole table, of which a page shows a slice."""
     grouped, symbols = by_source_function(rows)
-    tcs = sorted({tc for r in grouped for tc in r.cells}, key=sort_key)
+    tcs = sorted({tc for r in grouped for tc in r.cells}, key=label_key)
     lines = []
     for r in grouped:
         sizes = [v[0] for v in r.cells.values() if v[0] is not None]

@@ -10,30 +10,37 @@ import sqlite3
 from db import matrix as _matrix
 from db.sqlite import number, retry_busy as _retry_busy, summed
 from db.models import Build, MatrixRow
+from toolchains.flavour import label as column_label, lto_of_key
 
 
 
 class MatrixRows:
     def _write_matrix(self, conn: sqlite3.Connection, commit_id: int, sha: str, tree: str) -> None:
-        """The commit's matrix rows (db.matrix) for every target and for all of them, ranked now, in
-        the transaction that changed its builds (0013): a reader never sees rows of other builds."""
-        targets = sorted(t for (t,) in conn.execute("SELECT DISTINCT target FROM builds WHERE commit_id = ?",
-                                                    (commit_id,)))
+        """The commit's matrix rows (db.matrix) per arch, for every target and for all of them, ranked
+        now, in the transaction that changed its builds (0013): a reader never sees rows of other builds."""
+        pairs = conn.execute("SELECT DISTINCT cf.arch, b.target FROM builds b JOIN configs cf ON cf.id = b.config_id "
+                             "WHERE b.commit_id = ?", (commit_id,)).fetchall()
         conn.execute("DELETE FROM matrix_rows WHERE commit_id = ?", (commit_id,))
         conn.execute("DELETE FROM matrix_tables WHERE commit_id = ?", (commit_id,))
-        for target in [None, *targets]:
-            table = _matrix.rank(self.toolchain_matrix(sha, tree, target))
-            key = target or ""
-            conn.execute("INSERT INTO matrix_tables(commit_id, target, toolchains, functions, differing) "
-                         "VALUES (?, ?, ?, ?, ?)", (commit_id, key, json.dumps(table.toolchains), table.functions,
-                                                    table.differing))
-            rows, d = [], 0
-            for i, line in enumerate(table.lines):
-                rows.append((commit_id, key, i, d if line.differs else None, line.function, line.spread,
-                             json.dumps({tc: list(c) for tc, c in line.cells.items()}, separators=(",", ":"))))
-                d += line.differs
-            conn.executemany("INSERT INTO matrix_rows(commit_id, target, pos, diff_pos, function, spread, cells) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        for arch in sorted({a for a, _ in pairs}):
+            for target in [None, *sorted(t for a, t in pairs if a == arch)]:
+                self._write_table(conn, commit_id, sha, tree, target, arch)
+
+    def _write_table(self, conn: sqlite3.Connection, commit_id: int, sha: str, tree: str, target: str | None,
+                     arch: str) -> None:
+        """One ranked table of the commit (``db.matrix.table_key``) and its rows."""
+        table = _matrix.rank(self.toolchain_matrix(sha, tree, target, arch))
+        key = _matrix.table_key(target, arch)
+        conn.execute("INSERT INTO matrix_tables(commit_id, target, toolchains, functions, differing) "
+                     "VALUES (?, ?, ?, ?, ?)", (commit_id, key, json.dumps(table.toolchains), table.functions,
+                                                table.differing))
+        rows, d = [], 0
+        for i, line in enumerate(table.lines):
+            rows.append((commit_id, key, i, d if line.differs else None, line.function, line.spread,
+                         json.dumps({tc: list(c) for tc, c in line.cells.items()}, separators=(",", ":"))))
+            d += line.differs
+        conn.executemany("INSERT INTO matrix_rows(commit_id, target, pos, diff_pos, function, spread, cells) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def refresh_matrices(self, only_missing: bool = True) -> int:
         """Rank the matrix rows of stored commits that have builds (those stored before 0013, or all):
@@ -49,12 +56,14 @@ class MatrixRows:
         return len(todo)
 
     @_retry_busy
-    def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None) -> list[MatrixRow]:
-        """Every function of a commit's builds, one cell per toolchain (latest build of each)."""
+    def toolchain_matrix(self, sha: str, tree: str | None = None, target: str | None = None,
+                         arch: str = "x86_64") -> list[MatrixRow]:
+        """Every function of a commit's builds for ``arch``, one cell per toolchain and LTO mode (latest
+        build of each)."""
         builds: dict[str, Build] = {}
         for b in self.builds_for_commit(sha, tree):
-            if b.status == "ok" and (target is None or b.target == target):
-                builds[b.toolchain] = b          # ordered by id: the latest wins
+            if b.status == "ok" and b.arch == arch and (target is None or b.target == target):
+                builds[column_label(b.toolchain, lto=lto_of_key(b.config_key))] = b     # ordered by id: the latest wins
         conn = self._conn()
         ids = json.dumps([b.id for b in builds.values()])
         # one JSON object per build, gathered by sqlite (see _history_columns: rows cost more than the query)
@@ -83,11 +92,12 @@ class MatrixRows:
 
     @_retry_busy
     def matrix_table(self, sha: str, tree: str | None, target: str | None, show_all: bool, limit: int,
-                     offset: int) -> _matrix.MatrixTable | None:
+                     offset: int, arch: str = "x86_64") -> _matrix.MatrixTable | None:
         conn = self._conn()
         q = ("SELECT m.commit_id, m.toolchains, m.functions, m.differing FROM matrix_tables m "
              "JOIN commits c ON c.id = m.commit_id JOIN trees t ON t.id = c.tree_id WHERE c.sha = ? AND m.target = ?")
-        args: list = [sha, target or ""]
+        key = _matrix.table_key(target, arch)
+        args: list = [sha, key]
         if tree:
             q += " AND t.name = ?"
             args.append(tree)
@@ -97,11 +107,11 @@ class MatrixRows:
         cid, tcs, functions, differing = head
         if show_all:
             rows = conn.execute("SELECT function, spread, diff_pos, cells FROM matrix_rows WHERE commit_id = ? "
-                                "AND target = ? ORDER BY pos LIMIT ? OFFSET ?", (cid, target or "", limit, offset))
+                                "AND target = ? ORDER BY pos LIMIT ? OFFSET ?", (cid, key, limit, offset))
         else:
             rows = conn.execute("SELECT function, spread, diff_pos, cells FROM matrix_rows WHERE commit_id = ? "
                                 "AND target = ? AND diff_pos IS NOT NULL ORDER BY diff_pos LIMIT ? OFFSET ?",
-                                (cid, target or "", limit, offset))
+                                (cid, key, limit, offset))
         lines = []
         try:
             tcs = json.loads(tcs)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from analyzer.cost import FunctionCost
+from analyzer import finding_details
+from analyzer.finding_details import Details
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement
 from analyzer.inline_cost import CallerCost, FileCost, Unattributed
 from analyzer.runtime import Runtime
@@ -79,9 +81,20 @@ class FindingRow:
     message: str = ""
     data: dict = field(default_factory=dict)      # Finding.to_dict()
     base_build_id: int | None = None              # None: a finding about the object alone
+    # data["details"] read once as its kind's class (what readers use); the store passes the one it read
+    details: Details | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.details is None:
+            self.details = finding_details.read(self.kind, _raw_details(self.data))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "details"}
+
+
+def _raw_details(data: object) -> object:
+    """The details dict inside a finding's data (None when the data holds none)."""
+    return data.get("details") if isinstance(data, dict) else None
 
 
 @dataclass
@@ -144,6 +157,8 @@ class InlinePoint(BuildPoint):
     callers: int
     units: int
     decl_files: list[str] = field(default_factory=list)
+    arch: str = "x86_64"           # the build's kernel arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -220,9 +235,17 @@ class Build:
     errors: list[str]
     analysis_version: int
     config_hash: str = ""
+    arch: str = "x86_64"                # the config's kernel arch (x86_64, arm64)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def build_complete(status: str, analysis_version: int, wanted_analysis: int, measured: bool = True) -> bool:
+    """Whether a stored build needs nothing more: a failure is a result (complete as it is); an ok build is
+    complete once analyzed at ``wanted_analysis`` or later and, where a measurement is wanted, ``measured``.
+    The one rule behind ``Store.build_done``/``has_build`` and ``record_build(replace=False)``."""
+    return status != "ok" or (analysis_version >= wanted_analysis and measured)
 
 
 @dataclass
@@ -274,6 +297,8 @@ class HistoryPoint:
     declared: str | None           # from the inline facts; None when not analyzed
     out_of_line: bool | None
     inlined_count: int | None
+    arch: str = "x86_64"           # the build's kernel arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -281,7 +306,7 @@ class HistoryPoint:
 
 @dataclass
 class FunctionLine:
-    """One (toolchain, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
+    """One (toolchain, arch, LTO mode, target) of a function's history: lists aligned with ``FunctionSeries.commits``,
     None where that commit has no build under it (or the build has no symbol / no facts of it)."""
     toolchain: str
     target: str
@@ -291,6 +316,8 @@ class FunctionLine:
     declared: list[str | None]
     out_of_line: list[bool | None]
     inlined_count: list[int | None]
+    arch: str = "x86_64"           # one line per toolchain, arch and LTO mode (toolchains.flavour)
+    lto: str = ""
 
     def has(self, i: int) -> bool:
         return self.build_id[i] is not None
@@ -350,6 +377,7 @@ class BuildSummary:
     kinds: dict[str, int] = field(default_factory=dict)
     worst: FindingRow | None = None
     carried: int = 0
+    arch: str = "x86_64"                # the config's kernel arch
 
     @property
     def text_delta(self) -> int | None:

@@ -16,7 +16,7 @@ def _now() -> str:
 
 _BUILD_SELECT = """
 SELECT b.id, t.name, c.sha, tc.name, tc.version, cf.key, b.target, b.status, b.method, b.seconds,
-       b.started_at, b.errors, b.analysis_version, cf.config_hash
+       b.started_at, b.errors, b.analysis_version, cf.config_hash, cf.arch
 FROM builds b
 JOIN commits c ON c.id = b.commit_id
 JOIN trees t ON t.id = c.tree_id

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from analyzer.cost import FunctionCost
+from analyzer.likely_path_cost import FunctionCost
 from analyzer.link_layout import HotPlacement, Move
 from analyzer.runtime import Runtime
 from db import dialect as _dialect, matrix as _matrix, migrate as _migrate
@@ -34,7 +34,7 @@ from db.dashboard import DashboardRows
 from db.history import HistoryRows
 from db.matrix_rows import MatrixRows
 from db.sqlite_base import SqliteBase
-from db.models import (Build, BuildRecord, BuildSummary, Commit, FindingRow, FunctionRow, FunctionSeries, HistoryPoint, InlineCostRecord, InlinePoint, MatrixRow, ObjectRecord, RemarkRow, RuntimePoint, Series, SymbolRow)
+from db.models import (Build, BuildRecord, build_complete, BuildSummary, Commit, FindingRow, FunctionRow, FunctionSeries, HistoryPoint, InlineCostRecord, InlinePoint, MatrixRow, ObjectRecord, RemarkRow, RuntimePoint, Series, SymbolRow)
 
 
 def default_path() -> Path | str:
@@ -48,8 +48,7 @@ def default_path() -> Path | str:
 
 
 def beside(where: str | os.PathLike, suffix: str) -> Path:
-    """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``, the bot's
-    ``-series``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
+    """Where files kept for a store go (the page cache ``.pages``, job logs ``.jobs``): beside an sqlite file ``<db><suffix>``; for a PostgreSQL store, which has no file to
     put them beside, ``<cache>/postgresql/pg-<hash><suffix>``, the hash of the URL without its password
     (``dialect.redact``): no part of the URL is in the name, so no spelling of a password the masking
     might miss can be either, and the same database given with another password shares the files."""
@@ -215,11 +214,20 @@ class Store(ABC):
     def find_build(self, tree: str, sha: str, toolchain: str, config_key: str, target: str,
                    toolchain_version: str | None = None) -> Build | None: ...
 
+    def build_done(self, build: Build | None, analysis_version: int = 0, measured: bool = False) -> bool:
+        """Whether ``build`` (as ``find_build`` returned it; None: not stored) needs nothing more: stored,
+        failed (a result) or analyzed at ``analysis_version`` or later and, with ``measured``, its measurement
+        stored (a failed measurement is a result: not measured again). ``models.build_complete``'s rule."""
+        if build is None:
+            return False
+        return build_complete(build.status, build.analysis_version, analysis_version,
+                              not measured or build.status != "ok" or self.runtime_for(build.id) is not None)
+
     def has_build(self, tree: str, sha: str, toolchain: str, config_key: str, target: str,
-                  toolchain_version: str | None = None, analysis_version: int = 0) -> bool:
-        """True when that build is stored (failures too: they are results) and analyzed at least that far."""
-        b = self.find_build(tree, sha, toolchain, config_key, target, toolchain_version)
-        return b is not None and (b.status != "ok" or b.analysis_version >= analysis_version)
+                  toolchain_version: str | None = None, analysis_version: int = 0, measured: bool = False) -> bool:
+        """``build_done`` of the build stored for that key."""
+        return self.build_done(self.find_build(tree, sha, toolchain, config_key, target, toolchain_version),
+                               analysis_version, measured)
 
     @abstractmethod
     def get_build(self, build_id: int) -> Build | None: ...

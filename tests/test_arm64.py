@@ -19,7 +19,8 @@ from analyzer.findings import findings
 from analyzer.inlines import ObjectFacts, analyze
 from conftest import FIXTURES, NATIVE, ROOT
 from inline_oracles import dwarf_inlines, objdump_calls_a64
-from test_dwarf_walk import _normalised, assert_same
+from pyelftools_dwarf import pyelftools_dwarf
+from test_dwarf_walk import assert_same
 from test_sizediff import MODES, assert_same_as_oracle
 
 PREFIX = "aarch64-linux-gnu-"
@@ -63,11 +64,9 @@ FLAG_SETS = {"dwarf5": (), "dwarf4": ("-gdwarf-4",), "dwarf5-fs": ("-ffunction-s
 @pytest.mark.parametrize("cc", COMPILERS)
 @pytest.mark.parametrize("flags", list(FLAG_SETS), ids=list(FLAG_SETS))
 def test_dwarf_against_pyelftools_relocating_itself(a64, cc, flags):
-    """The walker over our AArch64 relocation against pyelftools applying the relocations itself
-    (``relocate_dwarf_sections=True``): the same units, subprograms and inlined instances; and
-    the walker and libdw against pyelftools decoding our relocated bytes."""
-    from elftools.elf.elffile import ELFFile
-
+    """The walker and libdw over our AArch64 relocation against pyelftools applying the relocations
+    itself (``relocate_dwarf_sections=True``, tests/pyelftools_dwarf.py): the same units,
+    subprograms and inlined instances, addresses included."""
     from analyzer.dwarf.reference import read_units
     obj = a64(cc, FIXTURES / "inline_cases.c", *FLAG_SETS[flags], name=f"a64-walk-{cc}-{flags}.o")
     relocs = readelf_relocs(obj)
@@ -77,14 +76,11 @@ def test_dwarf_against_pyelftools_relocating_itself(a64, cc, flags):
     assert relocs[(".rela.debug_info", "R_AARCH64_ABS32")] > 0
     img = load_images(obj)[0]
     table = read_symtab(img)
-    fast = read_dwarf(img, table)
-    with open(obj, "rb") as f:
-        ref_units = read_units(ELFFile(f).get_dwarf_info(relocate_dwarf_sections=True), None)
-    assert _normalised(fast.units) == _normalised(ref_units)
-    assert any(i.ranges for u in fast.units for i in u.inlined)
-    ref = read_dwarf(img, table, engine="pyelftools")
+    ref_units = read_units(pyelftools_dwarf(obj), None)
     for engine in ("fast", NATIVE):
-        assert_same(ref, read_dwarf(img, table, engine=engine))
+        got = read_dwarf(img, table, engine=engine)
+        assert_same(ref_units, got)
+        assert any(i.ranges for u in got.units for i in u.inlined)
 
 
 def test_prel32_in_a_debug_section(a64, tmp_path):

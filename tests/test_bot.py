@@ -141,7 +141,7 @@ def scenario(request, example_series, tmp_path_factory, output_dir):
     deliver(md, *first)
     with SmtpServer() as server:
         cfg = bot_config(tmp / "bot.toml", server.port)
-        args = ("--maildir", md, "--once", "--config", cfg, "--checks", checks)
+        args = ("--maildir", md, "--once", "--policy", cfg, "--checks", checks)
         runs = [ok(run_bot(*args, db=db))]
         after = [len(server.wait(4))]
         runs.append(ok(run_bot(*args, db=db)))
@@ -165,11 +165,8 @@ def scenario(request, example_series, tmp_path_factory, output_dir):
     originals = {parse(r)["Message-ID"].strip(): parse(r) for r in first + v2 if parse(r)["Message-ID"]}
     yield {"db": db, "runs": runs, "after": after, "received": received, "originals": originals,
             "checks": checks, "tmp": tmp, "built": {tc: example_series(tc) for tc in TOOLCHAINS}}
-    if isinstance(db, str):                             # the bot's series mboxes of a PostgreSQL store
-        import shutil
-        assert not (Path.cwd() / "postgresql:").exists()   # kept under the cache dir, never a path from the URL
-        from db.store import beside
-        shutil.rmtree(beside(db, "-series"), ignore_errors=True)
+    from db.store import beside                         # the series go to git am as data: no mbox is kept
+    assert not beside(db, "-series").exists() and not (Path.cwd() / "postgresql:").exists()
 
 
 def replies_to(scenario, msgid: str) -> list:
@@ -199,7 +196,7 @@ def test_first_poll_replies_in_the_threads(scenario):
 
 @pytest.mark.kernel
 def test_mail_content_is_the_real_build(scenario, bloat_o_meter):
-    from ci.pipeline import builder
+    from toolchains.build import toolchain_info
     from db.store import open_store
     built = scenario["built"]
     p1_id, p2_id = (parse(r)["Message-ID"] for r in botlist.series_v1()[1:])
@@ -218,7 +215,7 @@ def test_mail_content_is_the_real_build(scenario, bloat_o_meter):
         capture_output=True, text=True, check=True).stdout
     commits = [built["gcc-12"][0].commit, *shas]
     for tc in TOOLCHAINS:
-        version = builder.toolchain_info(tc)[1]
+        version = toolchain_info(tc).version
         for text, (old, new), (old_sha, new_sha) in ((t1, built[tc][:2], commits[:2]), (t2, built[tc][1:], commits[1:])):
             ref = bloat_o_meter(old.object_path, new.object_path)        # the kernel's own script
             assert ref.returncode == 0 and ref.stdout.startswith(b"add/remove: "), ref.stderr
@@ -381,7 +378,7 @@ def quick(tmp_path):
     with SmtpServer() as server:
         cfg = bot_config(tmp_path / "bot.toml", server.port)
         yield {"md": md, "db": tmp_path / "s.db", "server": server, "cfg": cfg, "tmp": tmp_path,
-               "args": ("--maildir", md, "--once", "--config", cfg)}
+               "args": ("--maildir", md, "--once", "--policy", cfg)}
 
 
 def test_kill_between_decision_and_send_loses_nothing(quick):
@@ -419,7 +416,7 @@ def test_kill_after_the_server_accepted_resends_the_same_message(quick):
 def test_kill_after_writing_the_outbox_leaves_one_copy(quick):
     q = quick
     out = q["tmp"] / "outbox.mbox"
-    args = ("--maildir", q["md"], "--once", "--config", q["cfg"], "--outbox", out)
+    args = ("--maildir", q["md"], "--once", "--policy", q["cfg"], "--outbox", out)
     proc = run_bot(*args, db=q["db"], env={"SIZEWATCH_BOT_KILL_AT": "sent"})
     assert proc.returncode == -signal.SIGKILL
     assert len(mailbox.mbox(str(out))) == 1
@@ -450,7 +447,7 @@ def test_daily_cap_holds_mails_until_allowed(quick):
     deliver(q["md"], *(botlist.not_applying(msgid=f"<cap-{i}@example.org>", name=f"Dev {i}",
                                             addr=f"dev{i}@example.org", charset="us-ascii") for i in range(2)))
     cfg = bot_config(q["tmp"] / "cap.toml", q["server"].port, daily_cap=2)
-    args = ("--maildir", q["md"], "--once", "--config", cfg)
+    args = ("--maildir", q["md"], "--once", "--policy", cfg)
     first = ok(run_bot(*args, db=q["db"]))
     assert "3 mails decided, 2 sent, 1 held by the daily cap" in first.stderr
     assert len(q["server"].wait(2)) == 2
@@ -458,7 +455,7 @@ def test_daily_cap_holds_mails_until_allowed(quick):
     assert "0 sent, 1 held" in second.stderr
     assert sorted(s for (s,) in store_rows(q["db"], "SELECT state FROM bot_mails")) == ["held", "sent", "sent"]
     cfg3 = bot_config(q["tmp"] / "cap3.toml", q["server"].port, daily_cap=3)
-    third = ok(run_bot("--maildir", q["md"], "--once", "--config", cfg3, db=q["db"]))
+    third = ok(run_bot("--maildir", q["md"], "--once", "--policy", cfg3, db=q["db"]))
     assert "1 sent, 0 held" in third.stderr
     assert len(q["server"].wait(3)) == 3
 
@@ -468,7 +465,7 @@ def test_incomplete_series_is_reported_once_after_the_time_out(quick):
     md = q["tmp"] / "list2"
     deliver(md, botlist.incomplete_first())
     cfg = bot_config(q["tmp"] / "t.toml", q["server"].port, incomplete_timeout="2s")
-    args = ("--maildir", md, "--once", "--config", cfg, "--checks", q["tmp"] / "checks")
+    args = ("--maildir", md, "--once", "--policy", cfg, "--checks", q["tmp"] / "checks")
     t0 = time.monotonic()
     first = ok(run_bot(*args, db=q["db"]))
     assert "1 waiting" in first.stderr
@@ -493,7 +490,7 @@ def test_v1_and_v2_posted_together_only_v2_is_tested(quick):
     v2 = botlist.not_applying(msgid="<tidy-v2@example.org>", subject="[PATCH v2] mm: tidy a comment",
                               in_reply_to="<tidy-v1@example.org>")
     deliver(md, v1, v2)
-    proc = ok(run_bot("--maildir", md, "--once", "--config", q["cfg"], db=q["db"]))
+    proc = ok(run_bot("--maildir", md, "--once", "--policy", q["cfg"], db=q["db"]))
     assert "superseded by a newer version, not tested" in proc.stderr
     (got,) = q["server"].wait(1)
     assert got.message["In-Reply-To"] == "<tidy-v2@example.org>"
@@ -506,16 +503,16 @@ def test_mbox_mirror_and_one_series_on_the_command_line(quick):
     q = quick
     box = q["tmp"] / "mirror.mbox"
     botlist.append_mbox(box, botlist.not_applying())
-    first = ok(run_bot("--mbox", box, "--once", "--config", q["cfg"], db=q["db"]))
+    first = ok(run_bot("--mbox", box, "--once", "--policy", q["cfg"], db=q["db"]))
     assert "read 1 new messages" in first.stderr
     botlist.append_mbox(box, botlist.review_reply())
-    second = ok(run_bot("--mbox", box, "--once", "--config", q["cfg"], db=q["db"]))
+    second = ok(run_bot("--mbox", box, "--once", "--policy", q["cfg"], db=q["db"]))
     assert "read 1 new messages (1 reply)" in second.stderr
     assert len(q["server"].wait(1)) == 1
     # --series: one series now, without waiting for its missing patches
     one = q["tmp"] / "one.mbox"
     botlist.append_mbox(one, botlist.incomplete_first("<single-2@example.org>"))
-    ok(run_bot("--series", one, "--config", q["cfg"], db=q["db"]))
+    ok(run_bot("--series", one, "--policy", q["cfg"], db=q["db"]))
     msgs = q["server"].wait(2)
     assert msgs[-1].message["In-Reply-To"] == "<single-2@example.org>"
     assert "but not 2/3, 3/3" in msgs[-1].message.get_content().replace("\n", " ")
@@ -535,7 +532,7 @@ def test_smtp_tls_login_and_the_password_stays_secret(tmp_path):
     with SmtpServer(tls=ctx, users={"sizewatch": secret}) as server:
         smtp = {"host": "127.0.0.1", "port": server.port, "username": "sizewatch", "ca_file": str(tmp_path / "ca.pem")}
         cfg = bot_config(tmp_path / "bot.toml", smtp=smtp)
-        args = ("--maildir", md, "--once", "--config", cfg)
+        args = ("--maildir", md, "--once", "--policy", cfg)
         bad = run_bot(*args, db=db, env={"SIZEWATCH_SMTP_PASSWORD": "wrong-" + secret})
         assert bad.returncode == 1 and "Traceback" not in bad.stderr
         assert "login as 'sizewatch' refused" in bad.stderr and "1 mail(s) kept for the next run" in bad.stderr
@@ -560,10 +557,10 @@ def test_bad_input_is_one_line(quick, tmp_path):
         (("--mbox", tmp_path / "missing.mbox", "--once"), "no such mbox file"),
         (("--once",), "exactly one of --maildir"),
         (("--maildir", q["md"], "--mbox", tmp_path / "x", "--once"), "exactly one of --maildir"),
-        (("--maildir", q["md"], "--once", "--config", bad_cfg), "unknown key 'growth_byte'"),
-        (("--maildir", q["md"], "--once", "--config", tmp_path / "none.toml"), "cannot read the bot config"),
+        (("--maildir", q["md"], "--once", "--policy", bad_cfg), "unknown key 'growth_byte'"),
+        (("--maildir", q["md"], "--once", "--policy", tmp_path / "none.toml"), "cannot read the bot config"),
         (("--maildir", q["md"], "--once", "--outbox", tmp_path / "o", "--smtp", "127.0.0.1"), "not both"),
-        (("--maildir", q["md"], "--once", "--config", tc_cfg), "unknown toolchain 'gcc-99'"),
+        (("--maildir", q["md"], "--once", "--policy", tc_cfg), "unknown toolchain 'gcc-99'"),
         (("--maildir", q["md"], "--once", "--outbox", tmp_path), "is a directory"),
     ]
     for args, msg in cases:
@@ -574,7 +571,7 @@ def test_bad_input_is_one_line(quick, tmp_path):
     # the relay is down: the mail is kept and the run says so (exit 1), nothing lost
     with botlist.refused_port() as port:
         down = bot_config(tmp_path / "down.toml", port)
-        proc = run_bot("--maildir", q["md"], "--once", "--config", down, db=q["db"])
+        proc = run_bot("--maildir", q["md"], "--once", "--policy", down, db=q["db"])
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "connection refused; 1 mail(s) kept for the next run" in proc.stderr
     assert store_rows(q["db"], "SELECT state FROM bot_mails") == [("decided",)]
@@ -596,7 +593,7 @@ def test_base_commit_not_in_the_tree_falls_back_to_the_configured_base(quick):
         f"\nbase-commit: {botlist.BASE}\n".encode(), b"\n")
     deliver(md, unknown, none)
     cfg = bot_config(q["tmp"] / "base.toml", q["server"].port, base=botlist.BASE[:12])
-    proc = ok(run_bot("--maildir", md, "--once", "--dry-run", "--config", cfg, db=q["db"]))
+    proc = ok(run_bot("--maildir", md, "--once", "--dry-run", "--policy", cfg, db=q["db"]))
     mails = {parse(chunk.split("\n", 1)[1].encode())["In-Reply-To"]: parse(chunk.split("\n", 1)[1].encode())
              for chunk in proc.stdout.split("\nFrom sizewatch-bot@example.org ") if chunk.strip()}
     far = " ".join(mails["<far-1@example.org>"].get_content().split())
@@ -608,7 +605,7 @@ def test_base_commit_not_in_the_tree_falls_back_to_the_configured_base(quick):
 
 def test_polling_service_picks_up_new_mail_and_stops_on_sigterm(quick):
     q = quick
-    p = subprocess.Popen([*sizewatch_cmd(), "bot", "--maildir", str(q["md"]), "--interval", "1s", "--config",
+    p = subprocess.Popen([*sizewatch_cmd(), "bot", "--maildir", str(q["md"]), "--interval", "1s", "--policy",
                           str(q["cfg"]), "--db", str(q["db"])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
@@ -632,7 +629,7 @@ def test_a_cover_letter_arriving_after_the_series_was_handled_changes_nothing(qu
                                   in_reply_to=cover_id) for i in (1, 2)]
     deliver(md, *parts)
     cfg = bot_config(q["tmp"] / "late.toml", q["server"].port, incomplete_timeout="2s")
-    args = ("--maildir", md, "--once", "--config", cfg)
+    args = ("--maildir", md, "--once", "--policy", cfg)
     t0 = time.monotonic()
     assert "1 waiting" in ok(run_bot(*args, db=q["db"])).stderr        # the patches point at a cover letter
     run_after_timeout(args, q["db"], q["server"], 0, t0)                # tested without it after the time-out

@@ -40,7 +40,7 @@ def test_trailers_folded_as_b4_am_does_and_the_reproduce_block_runs(example_stor
     md, out = tmp_path / "list", tmp_path / "outbox.mbox"
     thread = [*botlist.series_v1(), botlist.review_reply()]
     deliver(md, *thread)
-    ok(run_bot("--maildir", md, "--once", "--config", bot_config(tmp_path / "bot.toml"), "--outbox", out, db=db))
+    ok(run_bot("--maildir", md, "--once", "--policy", bot_config(tmp_path / "bot.toml"), "--outbox", out, db=db))
 
     from db.store import open_store
     with open_store(db) as store:

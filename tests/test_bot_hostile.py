@@ -125,7 +125,7 @@ def test_hostile_mail_is_quarantined_and_the_list_goes_on(tmp_path):
                                      charset="us-ascii"))
     with SmtpServer() as server:
         cfg = bot_config(tmp_path / "bot.toml", server.port)
-        args = ("--maildir", md, "--once", "--config", cfg)
+        args = ("--maildir", md, "--once", "--policy", cfg)
         first = ok(run_bot(*args, db=db))
         time.sleep(0.5)
         got = server.messages()
@@ -167,7 +167,7 @@ def test_hostile_mail_is_quarantined_and_the_list_goes_on(tmp_path):
     assert len(rows) == 7
     raws = store_rows(db, "SELECT count(*) FROM bot_messages WHERE kind = 'quarantined' AND raw_z IS NOT NULL")
     assert raws == [(7,)]                                            # kept for the operator
-    status = ok(run_bot("--status", db=db))
+    status = ok(run_bot("status", db=db))
     assert "quarantined or malformed messages: 7" in status.stdout
     assert "duplicate Message-ID <dup-1@example.org>" in status.stdout and "\x1b" not in status.stdout
     assert "mails: 4 (0 decided, 0 held, 4 sent" in status.stdout
@@ -210,7 +210,7 @@ def test_a_build_limit_that_cannot_be_set_is_never_mailed_as_the_patchs_error(tm
     import os
     with SmtpServer() as server:
         cfg = bot_config(tmp_path / "bot.toml", server.port)
-        cmd = [*sizewatch_cmd(), "bot", "--maildir", str(md), "--once", "--config", str(cfg), "--db", str(db)]
+        cmd = [*sizewatch_cmd(), "bot", "--maildir", str(md), "--once", "--policy", str(cfg), "--db", str(db)]
         runs = [subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=_low_hard_limit,
                                env={**os.environ}) for _ in range(2)]
         time.sleep(0.5)
@@ -222,7 +222,7 @@ def test_a_build_limit_that_cannot_be_set_is_never_mailed_as_the_patchs_error(tm
     assert store_rows(db, "SELECT state FROM bot_series") == [("infra_failure",)]
     assert store_rows(db, "SELECT count(*) FROM bot_mails") == [(0,)]
     assert store_rows(db, "SELECT count(*) FROM builds WHERE status != 'ok'") == [(0,)]   # no result kept
-    status = ok(run_bot("--status", db=db))
+    status = ok(run_bot("status", db=db))
     assert "infrastructure failures (nothing mailed; tried again each poll): 1" in status.stdout
     assert "prlimit" in status.stdout
     (infra,) = _dashboard(db).get("/api/bot").get_json()["infra_failures"]
@@ -288,7 +288,7 @@ def test_maildir_entries_that_must_not_be_read_whole(tmp_path):
     with SmtpServer() as server:
         cfg = bot_config(tmp_path / "bot.toml", server.port)
         proc = subprocess.run([*__import__("conftest").sizewatch_cmd(), "bot", "--maildir", str(md), "--once",
-                               "--config", str(cfg), "--db", str(db)], capture_output=True, text=True, timeout=300)
+                               "--policy", str(cfg), "--db", str(db)], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         (got,) = server.wait(1)
     assert got.message["In-Reply-To"] == VALID_ID

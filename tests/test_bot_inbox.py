@@ -39,7 +39,7 @@ def test_inbox_polled_by_commit_across_epochs_and_a_forced_update(example_store,
     out = tmp_path / "outbox.mbox"
     cfg = bot_config(tmp_path / "bot.toml")
     inbox = Inbox(tmp_path)
-    args = ("--inbox", inbox.mirror, "--once", "--config", cfg, "--outbox", out)
+    args = ("--inbox", inbox.mirror, "--once", "--policy", cfg, "--outbox", out)
     tidy = botlist.not_applying(msgid="<tidy-v1@example.org>", subject="[PATCH] mm: tidy a comment",
                                 name="Ann", addr="ann@example.org", charset="us-ascii")
 
@@ -124,7 +124,7 @@ def test_commits_that_give_no_message_are_read_past_recorded_and_the_list_goes_o
     thing the third run reads (the walk stops at the recorded commits)."""
     inbox = Inbox(tmp_path)
     db, out = tmp_path / "s.db", tmp_path / "outbox.mbox"
-    args = ("--inbox", inbox.dir, "--once", "--config", bot_config(tmp_path / "bot.toml"), "--outbox", out)
+    args = ("--inbox", inbox.dir, "--once", "--policy", bot_config(tmp_path / "bot.toml"), "--outbox", out)
     rnd = random.Random(25)
     inbox.post(_after(0, "nothing"))
     kinds = [k for k in PLANTS if k not in ("force-push", "empty-commit")]
@@ -154,7 +154,7 @@ def test_commits_that_give_no_message_are_read_past_recorded_and_the_list_goes_o
     assert all("does not apply" in m.get_payload(decode=True).decode() for m in mailbox.mbox(str(out)))
 
     # a removal is read, not set aside; the operator is told the size cap
-    status = ok(run_bot("--status", db=db)).stdout
+    status = ok(run_bot("status", db=db)).stdout
     quarantined = sum(1 for kind, _ in rows.values() if kind in ("quarantined", "malformed"))
     assert f"quarantined or malformed messages: {quarantined}\n" in status
     assert "no_message" in status.splitlines()[0] and "a commit without m" not in status
@@ -182,7 +182,7 @@ def test_the_p1_reproduction_twice(tmp_path):
     """The issue's own steps: a commit whose m is a tree, a series after it, ``bot --inbox DIR --once`` twice."""
     inbox = Inbox(tmp_path)
     db, out = tmp_path / "s.db", tmp_path / "outbox.mbox"
-    args = ("--inbox", inbox.dir, "--once", "--config", bot_config(tmp_path / "bot.toml"), "--outbox", out)
+    args = ("--inbox", inbox.dir, "--once", "--policy", bot_config(tmp_path / "bot.toml"), "--outbox", out)
     inbox.post(_after(0, "nothing"))
     script = ("t=$(printf '100644 blob %s\\tm\\n' $(echo x | git --git-dir $E hash-object -w --stdin) "
               "| git --git-dir $E mktree)\n"

@@ -129,7 +129,7 @@ def test_postgresql_connections_cut_under_a_polling_bot_set_no_series_aside(pg_u
     cuts = 0
     with SmtpServer() as server:
         cfg = bot_config(tmp_path / "bot.toml", server.port, tree=str(tree), base="HEAD", daily_cap=0)
-        argv = [*sizewatch_cmd(), "bot", "--maildir", str(lst.path), "--config", str(cfg), "--db", pg_url]
+        argv = [*sizewatch_cmd(), "bot", "--maildir", str(lst.path), "--policy", str(cfg), "--db", pg_url]
         subprocess.run([*argv, "--once"], env=env, check=True, capture_output=True)     # the store made
         # the random cuts below mostly find the bot idle (a read is repeated on a new session unseen); so that
         # writes inside a series' test surely meet a cut too, the server ends the session writing each of the

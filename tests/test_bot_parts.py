@@ -111,6 +111,37 @@ def test_assemble_a_threaded_series_ignoring_replies():
     assert s.sender == "aaron.lu@intel.com" and s.base_commit == botlist.BASE
 
 
+
+@pytest.mark.parametrize("case", ["series_v1", "not_applying", "from_line_in_body"])
+def test_a_series_handed_on_as_data_is_the_one_an_mbox_gave(case, tmp_path):
+    """The bot gives the pipeline its assembled messages as data (ci.bot.service.am_series): the same
+    series, byte for byte, that writing them to an mbox with Python's mailbox and reading it back
+    with toolchains.series.read_mbox gave (the way it went before)."""
+    from ci.bot.mailbox import am_ready
+    from ci.bot.service import AM_FROM, am_series
+    from toolchains.series import read_mbox as read_series
+    raws = {"series_v1": botlist.series_v1, "not_applying": lambda: [botlist.not_applying()],
+            "from_line_in_body": lambda: [botlist.not_applying().replace(b"\n---\n", b"\nFrom here on it is\n>From quoted\n---\n", 1)]}[case]()
+    (s,) = assemble(parsed(*raws), [], T0, timedelta(hours=1)).series
+    pairs = [(m, am_ready(m.raw)) for m in s.messages]
+    box = mailbox.mbox(str(tmp_path / "s.mbox"), create=True)
+    for _, raw in pairs:
+        box.add(f"From {AM_FROM}\n".encode() + raw)
+    box.close()
+    want, got = read_series(tmp_path / "s.mbox"), am_series(s, pairs)
+    assert (got.cover is None) == (want.cover is None) == (case != "series_v1")
+    assert got.base_commit == want.base_commit
+    for g, w in zip(([got.cover] if got.cover else []) + got.patches, ([want.cover] if want.cover else []) + want.patches):
+        assert (g.message_id, g.subject, g.author, g.date, g.position, g.version, g.raw) == \
+               (w.message_id, w.subject, w.author, w.date, w.position, w.version, w.raw)
+    # the cover letter's text is what the series row keeps; a patch's text and count are not read on
+    # this path (the bot counts an untagged patch as 1/1, the mbox reader leaves its count unknown)
+    assert got.cover is None or got.cover.body == want.cover.body != ""
+    assert [p.total for p in got.patches] == [m.total for m in s.patches]
+    assert len(got.patches) == len(want.patches) == len(s.patches)
+    if case == "from_line_in_body":
+        assert b"\n>From here on it is\n>From quoted\n" in got.patches[0].raw     # mboxo: only "From " is escaped
+
 def test_missing_patches_wait_then_time_out_and_the_key_is_stable():
     cover, p1, p2 = botlist.series_v1()
     early = parsed(p1, at=T0)
@@ -230,7 +261,7 @@ def test_policy_errors(text, msg):
 
 
 def test_policy_cost_thresholds():
-    from analyzer.cost import CostThresholds
+    from analyzer.likely_path_cost import CostThresholds
     assert Policy().report.cost_thresholds == CostThresholds()
     r = parse_policy("[report]\ncost_mcpu = 'znver3'\ncost_lines = 2\ncost_cycles_percent = 5\n").report
     assert r.cost_mcpu == "znver3" and r.cost_thresholds == CostThresholds(lines=2, cycles_percent=5.0)

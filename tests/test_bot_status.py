@@ -1,4 +1,4 @@
-"""``sizewatch bot --status`` and the dashboard's ``/bot`` + ``/api/bot``: after real bot runs (series that
+"""``sizewatch bot status`` and the dashboard's ``/bot`` + ``/api/bot``: after real bot runs (series that
 do not apply, a v1 superseded by its v2, an incomplete series, a daily cap that holds a mail) against a
 real SMTP server, the status must say what the store holds and what the server received, mail by mail.
 No builds: every series here fails ``git am`` or never completes.
@@ -23,10 +23,10 @@ def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
             botlist.not_applying(msgid="<cap-1@example.org>", name="Dev", addr="dev@example.org", charset="us-ascii"))
     with SmtpServer() as server:
         cfg = bot_config(tmp_path / "bot.toml", server.port, daily_cap=2)
-        ok(run_bot("--maildir", md, "--once", "--config", cfg, db=db))
+        ok(run_bot("--maildir", md, "--once", "--policy", cfg, db=db))
         received = server.wait(2)
 
-    st = json.loads(ok(run_bot("--status", "--json", "--config", cfg, db=db)).stdout)
+    st = json.loads(ok(run_bot("status", "--json", "--policy", cfg, db=db)).stdout)
     # messages: the store's count by kind
     kinds = dict(store_rows(db, "SELECT kind, count(*) FROM bot_messages GROUP BY kind"))
     assert st["messages"] == sum(kinds.values()) == 5 and st["messages_by_kind"] == kinds
@@ -56,7 +56,7 @@ def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
     assert st["policy"]["watch"]["lists"] == [botlist.LIST] and "password" not in st["policy"]["smtp"]
 
     # the text form says the same
-    out = ok(run_bot("--status", "--config", cfg, db=db)).stdout
+    out = ok(run_bot("status", "--policy", cfg, db=db)).stdout
     assert "messages read: 5 (" in out
     assert "series: 5 (1 waiting, 0 incomplete, 1 superseded, 0 tested, 3 not applied, 0 quarantined" in out
     assert "mails: 3 (0 decided, 1 held, 2 sent" in out
@@ -86,14 +86,39 @@ def test_status_says_what_the_store_holds_and_what_was_sent(tmp_path):
 
 def test_status_bad_input(tmp_path):
     db = tmp_path / "s.db"
-    for args, msg in [(["--status", "--maildir", tmp_path], "--status reads the store only"),
-                      (["--json", "--maildir", tmp_path], "--json goes with --status"),
-                      (["--status", "--config", tmp_path / "missing.toml"], "cannot read the bot config")]:
+    for args, msg, code in [(["--maildir", tmp_path, "status"], "bot status reads the store only", 1),
+                            (["status", "--maildir", tmp_path], "No such option '--maildir'", 2),
+                            (["--json", "--maildir", tmp_path], "--json goes with sizewatch bot status", 1),
+                            (["status", "--policy", tmp_path / "missing.toml"], "cannot read the bot config", 1),
+                            (["--policy", tmp_path / "a.toml", "--config", tmp_path / "b.toml", "--once"],
+                             "give --policy only (--config is its old name)", 1)]:
         proc = run_bot(*args, db=db)
-        assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and msg in proc.stderr, (args, proc.stderr)
-    missing = run_bot("--status", db=tmp_path / "none.db")          # a reader never creates a store
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == code and msg in lines[-1], (args, proc.stderr)
+        assert len(lines) == 1 + ("--config" in map(str, args)), (args, proc.stderr)    # + the deprecation line
+    missing = run_bot("status", db=tmp_path / "none.db")          # a reader never creates a store
     assert missing.returncode == 1 and "no store there yet" in missing.stderr and not (tmp_path / "none.db").exists()
     from db.store import open_store
     open_store(db).close()
-    empty = ok(run_bot("--status", db=db)).stdout
-    assert empty.startswith("messages read: 0\n") and "policy in force (defaults: no --config given)" in empty
+    empty = ok(run_bot("status", db=db)).stdout
+    assert empty.startswith("messages read: 0\n") and "policy in force (defaults: no --policy given)" in empty
+
+
+def test_the_old_spellings_work_for_one_release_with_one_line_each(tmp_path):
+    """``bot --status`` and ``bot --config`` (scripts may use them): the same output as ``bot status`` and
+    ``--policy``, and one deprecation line on stderr per old spelling."""
+    db, cfg = tmp_path / "s.db", bot_config(tmp_path / "bot.toml", daily_cap=3)
+    from db.store import open_store
+    open_store(db).close()
+    new = ok(run_bot("status", "--json", "--policy", cfg, db=db))
+    old = ok(run_bot("--status", "--json", "--config", cfg, db=db))
+    assert old.stdout == new.stdout and json.loads(new.stdout)["policy"]["daily_cap"] == 3 and new.stderr == ""
+    assert old.stderr.splitlines() == [
+        "sizewatch: bot --config is deprecated and goes in the next release: use --policy",
+        "sizewatch: bot --status is deprecated and goes in the next release: use sizewatch bot status"]
+    # before the subcommand, --db and --policy are handed on to it
+    assert ok(run_bot("--policy", cfg, "status", "--json", db=db)).stdout == new.stdout
+    md = tmp_path / "list"
+    deliver(md, botlist.not_applying(name="Ann", charset="us-ascii"))
+    polled = ok(run_bot("--maildir", md, "--once", "--dry-run", "--config", cfg, db=db))
+    assert polled.stderr.splitlines()[0] == "sizewatch: bot --config is deprecated and goes in the next release: use --policy"

@@ -21,7 +21,7 @@ from buildtrees import Listener, commit_on, edit, fake_tree, hostile_lines
 from toolchains.build import BuildOptions, build_commit
 from toolchains.errors import BuildError
 from toolchains.kbuild import Config, preset
-from toolchains.matrix import build_matrix
+from toolchains.parallel_builds import build_matrix
 from toolchains.progress import MatrixProgress
 
 ROOT = Path(__file__).resolve().parent.parent

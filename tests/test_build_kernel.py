@@ -25,7 +25,7 @@ from toolchains.build import BuildOptions, build_commit, layout
 from toolchains.example import series_commits
 from toolchains.kbuild import Config, make_cmd, preset
 from toolchains.locks import file_lock
-from toolchains.matrix import build_matrix
+from toolchains.parallel_builds import build_matrix
 from toolchains.registry import load
 
 pytestmark = pytest.mark.kernel

@@ -32,6 +32,8 @@ def resolve(argv: list[str]) -> tuple[click.Command, list[str]]:
     rest = argv[1:]
     ctx = click.Context(group)
     while isinstance(cmd, click.Group):
+        if cmd.invoke_without_command and (not rest or rest[0].startswith("-")):
+            break                                          # a group that runs itself (sizewatch bot --inbox ...)
         sub = cmd.get_command(ctx, rest[0])
         assert sub is not None, f"no command {rest[0]!r} in {' '.join(argv)}"
         cmd, rest = sub, rest[1:]

@@ -79,7 +79,7 @@ def test_bot_mail(example_store, tmp_path, golden):
     md = tmp_path / "list"
     botlist.deliver(md, *botlist.series_v1())
     cfg = botlist.bot_config(tmp_path / "bot.toml")
-    out = _sizewatch("bot", "--maildir", str(md), "--once", "--dry-run", "--config", str(cfg), "--db", str(db)).stdout
+    out = _sizewatch("bot", "--maildir", str(md), "--once", "--dry-run", "--policy", str(cfg), "--db", str(db)).stdout
     assert out.startswith("From "), out[:200]
     out = re.sub(r"(?m)^Date: .*$", "Date: <date>", out)
     golden("bot-mail-example-series.mbox", _masked(out))

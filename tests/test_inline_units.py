@@ -60,18 +60,37 @@ def test_cold_and_warm_equal_a_whole_decode(tiny, engine):
 
 
 @pytest.mark.kernel
+@pytest.mark.slow                   # the allocator vmlinux: a whole-kernel build per toolchain
+@pytest.mark.parametrize("toolchain", ["gcc-12", "clang-19"])
+def test_every_unit_counts_what_llvm_dwarfdump_prints(toolchain):
+    """Unit by unit, independently of the whole decode: each unit's inlined instances (its
+    UnitCost's callees, what the cache keeps) are as many DW_TAG_inlined_subroutine DIEs as
+    llvm-dwarfdump-19 prints in that unit, named alike, in file order (tests/dbg_oracles.py), in the
+    allocator vmlinux at the series' base and patch 1 of each compiler."""
+    from dbg_oracles import dwarfdump_summary
+    from tests.kernel_images import allocator_vmlinux
+    for path in allocator_vmlinux(toolchain, 2).vmlinux:
+        want = dwarfdump_summary(path)
+        cold = inline_cost_by_unit(path, lambda _o, n, _l: None)
+        assert not cold.whole and len(cold.fresh) == len(cold.names) == len(want.units)
+        got = [(cold.names[off], sum(c.instances for c in cold.fresh[off].callees)) for off in sorted(cold.fresh)]
+        assert got == want.units and sum(n for _u, n in got) == want.instances > 10000
+
+
+@pytest.mark.kernel
 @pytest.mark.slow                   # the allocator vmlinux (tiny): a whole-kernel build
 def test_the_base_cache_serves_patch_1(tiny, tmp_path):
     """The series' base and patch 1, built in the build dir in turn (kbuild rebuilds the changed
     objects): patch 1 decodes only the units whose object changed, and equals its whole decode."""
     from ci.pipeline.builder import build_many
     from tests.kernel_images import CONFIG, TOOLCHAIN
-    from toolchains.build import BuildOptions
+    from toolchains.build import BuildOptions, toolchain_info
     opts = BuildOptions(reports=False, jobs=2, timeout=2400, use_cache=False, out_root=tmp_path / "out")
     cache = UnitCache(tmp_path / "units")
     got = []
     # the pipeline's way: builds in a thread, the keys taken there before the next build starts
-    built = dict(build_many(tiny.tree, {(sha, TOOLCHAIN): ["vmlinux"] for sha in tiny.shas}, CONFIG, opts))
+    compiler = toolchain_info(TOOLCHAIN, CONFIG.arch)
+    built = dict(build_many(tiny.tree, [(sha, compiler, ["vmlinux"]) for sha in tiny.shas], CONFIG, opts))
     for sha in tiny.shas:
         b = built[(sha, TOOLCHAIN)]
         assert b.status == "ok", b.errors

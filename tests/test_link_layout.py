@@ -18,6 +18,7 @@ import pytest
 from analyzer.errors import InputError
 from analyzer.hotpaths import HotPaths
 from analyzer.link_layout import compare, file_layout, layout, text_map, text_map_from_rows
+from link_oracles import assert_moves_are_nm, nm_moves, nm_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,31 +40,6 @@ def build_exe(tmp: Path, grow: int, name: str, align: int = 16) -> Path:
                     f"-falign-functions={align}", f"-DGROW={grow}", "-Wl,--section-start=.text=0x401000",
                     "-o", str(exe), str(src)], check=True)
     return exe
-
-
-def nm_text(path: Path) -> dict[str, list[tuple[str, int, int]]]:
-    """``nm -n -S`` of the sized symbols in each executable section, by section (readelf -S ranges)."""
-    secs = []
-    for line in subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True,
-                               check=True).stdout.splitlines():
-        line = line.replace("[ ", "[")
-        parts = line.split()
-        if len(parts) > 7 and parts[0].startswith("[") and parts[0] != "[Nr]" and "AX" in parts[7:]:
-            secs.append((parts[1], int(parts[3], 16), int(parts[5], 16)))
-    out: dict[str, list] = {s[0]: [] for s in secs}
-    for line in subprocess.run(["nm", "-n", "-S", str(path)], capture_output=True, text=True,
-                               check=True).stdout.splitlines():
-        parts = line.split()
-        if len(parts) != 4 or parts[2] in "aAUN":
-            continue
-        addr, size, name = int(parts[0], 16), int(parts[1], 16), parts[3]
-        if size == 0:
-            continue
-        for sname, start, ssize in secs:
-            if start <= addr < start + ssize:
-                out[sname].append((name, addr, size))
-                break
-    return {k: v for k, v in out.items() if v}
 
 
 def check_against_nm(path: Path, hot: HotPaths) -> None:
@@ -118,6 +94,7 @@ def test_synthetic_growth_moves_the_function_behind(tmp_path):
     assert b.causes[0].footprint_delta == b.shift
     assert b.by_functions == 40 and b.by_functions + b.by_padding == b.shift and b.unexplained == 0
     assert b.why == f"moved by fn_a {b.shift:+d}"
+    assert_moves_are_nm(moves.values(), nm_moves(base, head, hot.__contains__))
     assert moves["fn_c"].shift == b.shift and moves["fn_c"].causes == b.causes
 
 
@@ -163,7 +140,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path, compile_c):
 @pytest.mark.slow
 def test_tinyconfig_vmlinux_pair_against_nm():
     """The example series' base and patch 1 linked (tinyconfig, gcc-12): every hot function's address,
-    size, neighbours and padding as nm -n -S says, and every shift accounted for byte by byte."""
+    size, neighbours and padding as nm -n -S says, and every shift, cause and explanation as nm's
+addresses account for them byte by byte."""
     sys.path.insert(0, str(ROOT / "tests"))
     from kernel_images import tiny_vmlinux
     base, head = tiny_vmlinux().vmlinux
@@ -173,12 +151,8 @@ def test_tinyconfig_vmlinux_pair_against_nm():
     _, tb = file_layout(base, hot)
     _, th = file_layout(head, hot)
     moves = compare(tb, th, hot)
-    both = [m for m in moves if m.base and m.head]
-    assert both
-    for m in both:
-        assert m.shift == nm_addr(head, m.name)[0] - nm_addr(base, m.name)[0] if m.ordinal == 0 else True
-        assert m.unexplained == 0
-        assert sum(c.footprint_delta for c in m.causes) + m.by_section == m.shift
+    # every move, cause and explanation as nm -n -S of the two files gives them (tests/link_oracles.py)
+    assert_moves_are_nm(moves, nm_moves(base, head, hot.__contains__))
     # the seed's patch grows the fast path's callers: __alloc_pages, behind get_page_from_freelist, moves
     gp = next(m for m in moves if m.name == "get_page_from_freelist")
     assert gp.size_delta == nm_addr(head, gp.name)[1] - nm_addr(base, gp.name)[1] != 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_link_layout import nm_addr, nm_text
+from test_link_layout import nm_addr
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -36,31 +36,31 @@ def linked_store(tmp_path_factory):
     tree = Tree("linux-6.1", images.tree)
     plan = plan_range(store, tree, f"{images.shas[0]}..{images.shas[1]}")
     assert [c.sha for c in plan.to_build] == images.shas
-    tc, version = builder.toolchain_info(TOOLCHAIN)
+    from toolchains.build import toolchain_info
+    compiler = toolchain_info(TOOLCHAIN, CONFIG.arch)
+    tc, version = compiler
     for commit, vmlinux in zip(plan.to_build, images.vmlinux):
         done = builder.Built(commit.sha, TOOLCHAIN, version, tc.family, builder.config_key(CONFIG), "", None, "ok",
                              "cached", 0.0, "", [], {"vmlinux": vmlinux})
         _record(store, tree, commit, done, "vmlinux")
-    assert compare_all(store, plan, [TOOLCHAIN], ["vmlinux"], CONFIG) == 1
-    assert compare_all(store, plan, [TOOLCHAIN], ["vmlinux"], CONFIG) == 0      # nothing left to do
+    assert compare_all(store, plan, [compiler], ["vmlinux"], CONFIG) == 1
+    assert compare_all(store, plan, [compiler], ["vmlinux"], CONFIG) == 0      # nothing left to do
     return store, path, plan, images, report(store, plan, [TOOLCHAIN], ["vmlinux"])
 
 
 def test_stored_layout_is_nm(linked_store):
+    """Each build's stored layout: every hot function nm -n -S lists, at nm's address with its size,
+    blocks, lines, phase, neighbours and padding (tests/link_oracles.py)."""
     store, _, plan, images, _ = linked_store
+    from analyzer.hotpaths import HotPaths
     from ci.pipeline import builder
     from kernel_images import CONFIG, TOOLCHAIN
+    from link_oracles import assert_layout_is_nm
     for commit, vmlinux in zip(plan.to_build, images.vmlinux):
         b = store.find_build(plan.tree.name, commit.sha, TOOLCHAIN, builder.config_key(CONFIG), "vmlinux")
         lay = store.link_layout_for(b.id)["vmlinux"]
-        want = nm_text(vmlinux)
         assert lay and [p.address for p in lay] == sorted(p.address for p in lay)
-        for p in lay:
-            rows = want[p.section]
-            i = [k for k, r in enumerate(rows) if r[0] == p.name][p.ordinal]
-            assert rows[i] == (p.name, p.address, p.size)
-            prev = next(r for r in reversed(rows[:i]) if r[1] != p.address)
-            assert (p.prev.name, p.prev.address, p.pad_before) == (prev[0], prev[1], p.address - prev[1] - prev[2])
+        assert_layout_is_nm(lay, vmlinux, HotPaths().__contains__)
 
 
 def test_moves_and_findings(linked_store):
@@ -214,3 +214,27 @@ def test_sizewatch_report_command(linked_store):
                                     capture_output=True, text=True, check=True).stdout)
     (tc,) = doc["toolchains"]
     assert tc["target"] == "vmlinux" and any(m["name"] == "__alloc_pages" and m["shift"] for m in tc["link_moves"])
+
+
+def test_stored_moves_and_findings_are_nm(linked_store):
+    """Every stored move is what ``nm -n -S`` of the two files says (tests/link_oracles.py): each hot
+    function's address, size, 16-byte blocks, 64-byte lines and phase in both images, its shift, the
+    symbols before it whose footprint changed (kind, size change, bytes moved: the explanation),
+    the by_* sums and the text of ``why``; the link findings are exactly the moves nm shows spanning
+    more lines (link_cache_lines) or at another phase (link_phase), with those figures."""
+    from analyzer.hotpaths import HotPaths
+    from ci.pipeline import builder
+    from ci.pipeline.link_layout import CAUSES_KEPT
+    from kernel_images import CONFIG, TOOLCHAIN
+    from link_oracles import assert_link_findings_are_nm, assert_moves_are_nm, link_findings, nm_moves
+    store, _, plan, images, reports = linked_store
+    want = nm_moves(*images.vmlinux, HotPaths().__contains__)
+    key = builder.config_key(CONFIG)
+    b, h = (store.find_build(plan.tree.name, c.sha, TOOLCHAIN, key, "vmlinux") for c in plan.to_build)
+    assert_moves_are_nm(store.link_moves_for(h.id, b.id), want, CAUSES_KEPT)
+    # the pair means something: hot functions moved, some because a function before them changed size
+    assert any(w.shift for w in want.values())
+    assert any(c[1] in ("grew", "shrank") for w in want.values() for c in w.causes)
+    (t,) = reports[0].toolchains
+    assert link_findings(want)
+    assert_link_findings_are_nm([f for f in t.changes if f.kind in ("link_cache_lines", "link_phase")], want)

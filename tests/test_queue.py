@@ -460,14 +460,14 @@ def test_bot_hands_its_builds_to_the_workers(example_store, redis, tmp_path):
     workers = Workers(tmp_path, redis, db)
     try:
         workers.start(2, EXAMPLE_TOOLCHAINS)
-        queued = subprocess.run([*sizewatch_cmd(), "bot", "--series", EXAMPLE_MBOX, "--config", cfg, "--dry-run",
+        queued = subprocess.run([*sizewatch_cmd(), "bot", "--series", EXAMPLE_MBOX, "--policy", cfg, "--dry-run",
                                  "--queue", redis.url, "--db", db], capture_output=True, text=True, timeout=600)
         assert queued.returncode == 0, queued.stderr
         assert "queue: 6 job(s)" in queued.stderr
         assert sum(w["done"] for w in status(redis)["workers"]) == 6
     finally:
         workers.stop()
-    local = subprocess.run([*sizewatch_cmd(), "bot", "--series", EXAMPLE_MBOX, "--config", cfg, "--dry-run",
+    local = subprocess.run([*sizewatch_cmd(), "bot", "--series", EXAMPLE_MBOX, "--policy", cfg, "--dry-run",
                             "--db", tmp_path / "local.db"], capture_output=True, text=True, timeout=600)
     assert local.returncode == 0, local.stderr
     assert "Subject: " in queued.stdout and body(queued.stdout) == body(local.stdout)
@@ -544,7 +544,7 @@ def test_bot_with_a_parked_job_is_an_infrastructure_failure(example_store, redis
     cfg = bot_config(tmp_path / "bot.toml")
     db, outbox = tmp_path / "store.db", tmp_path / "outbox.mbox"
     make_store(db)
-    bot = [*sizewatch_cmd(), "bot", "--series", str(EXAMPLE_MBOX), "--config", str(cfg), "--outbox", str(outbox),
+    bot = [*sizewatch_cmd(), "bot", "--series", str(EXAMPLE_MBOX), "--policy", str(cfg), "--outbox", str(outbox),
            "--queue", redis.url, "--attempts", "1", "--db", str(db)]
 
     def series_state() -> list:
@@ -561,7 +561,7 @@ def test_bot_with_a_parked_job_is_an_infrastructure_failure(example_store, redis
         assert "infrastructure failure (nothing mailed, retried next poll)" in p.stderr and "parked" in p.stderr, p.stderr
         assert series_state() == [("infra_failure",)]
         assert not outbox.exists() or outbox.read_text() == ""
-        st = subprocess.run([*sizewatch_cmd(), "bot", "--status", "--db", str(db)], capture_output=True, text=True,
+        st = subprocess.run([*sizewatch_cmd(), "bot", "status", "--db", str(db)], capture_output=True, text=True,
                             timeout=120)
         assert "infrastructure failures (nothing mailed; tried again each poll): 1" in st.stdout, st.stdout
         # the next poll, the jobs unparked and the worker healthy: tested and mailed

@@ -80,6 +80,7 @@ def test_a_job_naming_any_other_function_is_refused_and_never_run(redis, tmp_pat
     from ci.pipeline.run import BuildJob
     from ci.queue.wire import FUNCTION, job_to_dict
     from db.models import Commit
+    from toolchains.build import toolchain_info
     db = tmp_path / "store.db"
     make_store(db)
     marks = {name: tmp_path / f"{name}.mark" for name in ("pickled", "json", "retried")}
@@ -91,7 +92,7 @@ def test_a_job_naming_any_other_function_is_refused_and_never_run(redis, tmp_pat
     as_json.enqueue_call("os.system", args=[f"touch {marks['retried']}"], job_id="evil-retry", retry=Retry(max=3))
     as_json.enqueue_call(FUNCTION, args=[{"tree": "linux"}, "store-1", "12"], job_id="evil-shape")
     real = job_to_dict(BuildJob("linux-fake", str(tmp_path), Commit("a" * 40, None, "x", "", "", "linux-fake"),
-                                "gcc-12", ("mm/page_alloc.o",)))
+                                toolchain_info("gcc-12"), ("mm/page_alloc.o",)))
     as_json.enqueue_call(FUNCTION, args=[real, "store-1", "12"], job_id="evil-callback",
                          on_failure=Callback("os.system"), on_success=Callback("os.system"))
     workers = Workers(tmp_path, redis, db)
@@ -175,7 +176,7 @@ def test_queue_status_prints_forged_text_as_one_clean_line(redis, tmp_path):
     assert line == ["  gcc-12 abc running: gcc-12 FORGED on host since now [2J: boom ]0;owned now  "
                     "(forged, last worker ?)"], p.stdout
     assert "running:\n  none" in p.stdout                     # the forged "running:" made no section
-    assert "workers:\n  w FORGED-W  [gcc-12]  busy [2J FORGED-S  done 0, failed 0\n\n" in p.stdout, p.stdout
+    assert "workers:\n  w FORGED-W  [gcc-12] x86_64  busy [2J FORGED-S  done 0, failed 0\n\n" in p.stdout, p.stdout
     st = status(redis)
     assert st["parked"][0]["description"] == "gcc-12 abc running: gcc-12 FORGED on host since now [2J"
 

@@ -27,6 +27,7 @@ from buildtrees import commit_on, git
 from isolation import isolated
 from test_queue import redis  # noqa: F401  (the fixture)
 from ci.pipeline.run import BuildJob
+from toolchains.build import toolchain_info
 from ci.queue.names import QueueError
 from ci.queue.trees import local_tree, publish
 from db.models import Commit
@@ -53,7 +54,7 @@ def debian_like(cache: Path) -> tuple[Path, str]:
 
 
 def job(tree: Path, sha: str, name: str = f"linux-{VERSION}") -> BuildJob:
-    return BuildJob(name, str(tree), Commit(sha, tree=name), "gcc-12", ("mm/page_alloc.o",))
+    return BuildJob(name, str(tree), Commit(sha, tree=name), toolchain_info("gcc-12"), ("mm/page_alloc.o",))
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ def test_report_page_and_mail_agree(example_store, tmp_path):
     md = tmp_path / "list"
     botlist.deliver(md, *botlist.series_v1())
     cfg = botlist.bot_config(tmp_path / "bot.toml")
-    mail = _run("bot", "--maildir", str(md), "--once", "--dry-run", "--config", str(cfg), "--db", str(db)).stdout
+    mail = _run("bot", "--maildir", str(md), "--once", "--dry-run", "--policy", str(cfg), "--db", str(db)).stdout
     assert mail.startswith("From "), mail[:300]
     compared = 0
     for patch in patches:

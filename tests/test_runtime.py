@@ -349,7 +349,7 @@ def test_the_bot_measures_and_mails_the_table(gcc_images, tmp_path):
     cfg = botlist.bot_config(tmp_path / "bot.toml", toolchains=["gcc-12"], targets=["vmlinux"],
                              config="allocator", measure=True,
                              report={"growth_bytes": 1024, "runtime_instructions": 2})
-    p = sizewatch("bot", "--maildir", str(md), "--once", "--dry-run", "--config", str(cfg),
+    p = sizewatch("bot", "--maildir", str(md), "--once", "--dry-run", "--policy", str(cfg),
                   "--db", str(tmp_path / "s.db"))
     assert p.returncode == 0, p.stderr[-3000:]
     mail = p.stdout

@@ -24,8 +24,12 @@ from ci.pipeline.measure import Measure, parse_measure
 from db.models import BuildRecord, Commit, ConfigInfo, ObjectRecord
 from db.store import open_store
 from runtime_data import failed, runtime
+from toolchains.build import ResolvedToolchain
 from toolchains.kbuild import prepare_lock
+from toolchains.registry import load
 from toolchains.results import CommitBuild, TargetResult
+
+GCC = ResolvedToolchain(load("gcc-12"), "gcc-12 1.0")    # the version the stored rows carry
 
 
 def test_parse_measure_strictly():
@@ -142,7 +146,7 @@ def test_build_job_passes_it_on_and_the_job_pickles(monkeypatch):
     from ci.queue.coordinator import job_timeout
     seen = {}
     monkeypatch.setattr(builder, "build", lambda *a, **k: seen.update(k) or "built")
-    job = BuildJob("linux-6.1", "/nowhere", Commit("a" * 40), "gcc-12", ("vmlinux",), measure=Measure((0,), 100))
+    job = BuildJob("linux-6.1", "/nowhere", Commit("a" * 40), GCC, ("vmlinux",), measure=Measure((0,), 100))
     assert build_job(job) == "built"
     assert seen["measure"] == Measure((0,), 100) and seen["options"].use_cache is False
     assert pickle.loads(pickle.dumps(job)) == job                      # what RQ hands a worker
@@ -160,16 +164,16 @@ def _stored(store, rt: Runtime | None, status: str = "ok") -> int:
 def test_a_stored_build_not_measured_is_built_again_a_failed_measurement_is_not(tmp_path):
     from ci.pipeline.run import BuildJob, missing_targets
     from toolchains.kbuild import preset
-    job = BuildJob("linux-6.1", "/nowhere", Commit("a" * 40), "gcc-12", ("vmlinux",), preset("allocator"))
+    job = BuildJob("linux-6.1", "/nowhere", Commit("a" * 40), GCC, ("vmlinux",), preset("allocator"))
     measured = replace(job, measure=Measure())
     with open_store(tmp_path / "s.db") as store:
         _stored(store, None)
-        assert missing_targets(store, job, "gcc-12 1.0") == []
-        assert missing_targets(store, measured, "gcc-12 1.0") == ["vmlinux"]
+        assert missing_targets(store, job) == []
+        assert missing_targets(store, measured) == ["vmlinux"]
         _stored(store, failed())
-        assert missing_targets(store, measured, "gcc-12 1.0") == []
+        assert missing_targets(store, measured) == []
         _stored(store, None, status="failed")                  # a failed build has nothing to measure
-        assert missing_targets(store, measured, "gcc-12 1.0") == []
+        assert missing_targets(store, measured) == []
 
 
 def test_record_stores_the_measurement_with_its_build(tmp_path, built):

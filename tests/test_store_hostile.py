@@ -46,7 +46,7 @@ def test_files_sizewatch_did_not_create_are_refused_and_untouched(tmp_path):
              foreign: "an sqlite database that is not a sizewatch store (its tables: people)"}
     for path, why in cases.items():
         before = digest(path)
-        for cmd in (("report", "abc"), ("history", "f"), ("db", "check"), ("bot", "--status")):
+        for cmd in (("report", "abc"), ("history", "f"), ("db", "check"), ("bot", "status")):
             one_line_error(sw(*cmd, "--db", path), str(path.name), why)
         with pytest.raises(StoreError, match=why.replace("(", r"\(").replace(")", r"\)")):
             open_store(path)
@@ -58,11 +58,13 @@ def test_a_store_from_a_newer_sizewatch_is_refused(tmp_path):
     db = tmp_path / "s.db"
     open_store(db).close()
     c = sqlite3.connect(db)
-    c.execute("INSERT INTO schema_migrations VALUES (19, 'from_the_future', '2030-01-01T00:00:00+00:00')")
+    from db import migrate
+    future = migrate.available()[-1].version + 1          # one past the newest this sizewatch knows
+    c.execute("INSERT INTO schema_migrations VALUES (?, 'from_the_future', '2030-01-01T00:00:00+00:00')", (future,))
     c.commit()
     c.close()
-    want = "store was written by a newer sizewatch: migration 0019 unknown"
-    for cmd in (("report", "abc"), ("history", "f"), ("bot", "--status"), ("db", "check"), ("serve", "--port", "0")):
+    want = f"store was written by a newer sizewatch: migration {future:04d} unknown"
+    for cmd in (("report", "abc"), ("history", "f"), ("bot", "status"), ("db", "check"), ("serve", "--port", "0")):
         one_line_error(sw(*cmd, "--db", db), want)
     with pytest.raises(StoreError, match=want):
         open_store(db, read_only=True)
@@ -91,7 +93,9 @@ def test_db_check_ok_and_every_damage_named(store_path, tmp_path):  # noqa: F811
     names = {"errors of build 2": "builds.errors not JSON", "log of build 2": "builds.log_z not readable zlib",
              "cover letter of series 1": "series.cover_z not readable zlib",
              "text that is not UTF-8": "commits.subject not UTF-8", "sections of object": "objects.sections not JSON",
-             "data of a newly_out_of_line finding": "findings.data not JSON", "counts": "comparisons.counts not JSON",
+             "data of a newly_out_of_line finding": "findings.data not JSON",
+             "details of a newly_out_of_line finding": "findings.data with details not of their kind (row 1)",
+             "counts": "comparisons.counts not JSON",
              "tables": "comparison_tables.tables_z not readable zlib",
              "likely path calls": "likely_paths.calls not JSON",
              "sizes of object": "objects.text not a number (row 1, 2)",

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -442,3 +443,88 @@ def test_rerun_and_bisect_from_the_dashboard_keep_the_config(vmlinux_run):
     assert _config_args(builds) == ["--config", "allocator"]
     assert _config_args([b for b in builds if b.toolchain == "gcc-12" and b.target == "vmlinux"]) == \
         ["--config", "allocator"]
+
+
+def _nm_pieces(path: Path) -> dict[str, list[tuple[str, int, int]]]:
+    """nm's function symbols of a linked image by source function (the name before the first
+    dot: ``foo.constprop.0`` and ``foo.cold`` are pieces of ``foo``): [(symbol, address, size)]."""
+    from link_oracles import nm_text
+    out: dict[str, list] = {}
+    for rows in nm_text(path).values():
+        for sym, addr, size in rows:
+            out.setdefault(sym.split(".")[0], []).append((sym, addr, size))
+    return out
+
+
+def _nm_crossings(base: Path, head: Path, names) -> dict[str, dict]:
+    """The boundary crossings nm shows for the hot functions ``names``: a function out of line in
+    both images whose pieces grew in all, its main piece (not .cold, fewest clone suffixes, then by
+    name) spanning more 16-byte blocks (or padded to more) or more 64-byte lines at its address."""
+    from link_oracles import spans
+    bp, hp = _nm_pieces(base), _nm_pieces(head)
+    out = {}
+    for name in names:
+        if name not in bp or name not in hp:
+            continue
+        if sum(s for _n, _a, s in hp[name]) <= sum(s for _n, _a, s in bp[name]):
+            continue
+
+        def main(pieces):
+            sym, addr, size = min(pieces, key=lambda p: ("cold" in p[0].split(".")[1:],
+                                                        len([x for x in p[0].split(".")[1:] if not x.isdigit()]), p[0]))
+            return {"offset": addr, "size": size, "blocks": spans(addr, size, 16), "lines": spans(addr, size, 64),
+                    "padded": -(-size // 16) * 16}
+        b, h = main(bp[name]), main(hp[name])
+        crossed = (["alignment"] if h["padded"] > b["padded"] or h["blocks"] > b["blocks"] else []) + \
+            (["cache_line"] if h["lines"] > b["lines"] else [])
+        if crossed:
+            out[name] = {"base": b, "head": h, "crossed": crossed}
+    return out
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_vmlinux_link_findings_are_nm(vmlinux_run):
+    """Per toolchain and patch, what the run stored for vmlinux against ``nm -n -S`` of the parent's
+    and the patch's vmlinux (tests/link_oracles.py): every hot function's move (places, shift, causes,
+    explanation), each build's stored layout (every hot function, its place, neighbours and padding),
+    the link_cache_lines and link_phase findings, and the boundary_crossing findings
+    taken at the functions' link addresses (the hot functions of mm/page_alloc.c's unit)."""
+    from analyzer.hotpaths import HotPaths
+    from ci.pipeline.link_layout import CAUSES_KEPT
+    from db.store import open_store
+    from link_oracles import assert_layout_is_nm, assert_link_findings_are_nm, assert_moves_are_nm, nm_moves
+    from toolchains.kbuild import preset
+    images, db, report, _ = vmlinux_run
+    hot = HotPaths()
+    key = preset("allocator").key
+    crossings = 0
+    with open_store(db, read_only=True) as store:
+        for tc in TOOLCHAINS:
+            v = images[tc].vmlinux
+            for sha, path in zip(images[tc].shas, v):       # each build's stored layout
+                stored = store.link_layout_for(store.find_build("linux-6.1", sha, tc, key, "vmlinux").id)
+                assert_layout_is_nm(stored["vmlinux"], path, hot.__contains__)
+            for pos in (1, 2):
+                base, head = v[pos - 1], v[pos]
+                want = nm_moves(base, head, hot.__contains__)
+                b = store.find_build("linux-6.1", images[tc].shas[pos - 1], tc, key, "vmlinux")
+                h = store.find_build("linux-6.1", images[tc].shas[pos], tc, key, "vmlinux")
+                assert_moves_are_nm(store.link_moves_for(h.id, b.id), want, CAUSES_KEPT)
+                part = _part(report, pos, tc, "vmlinux")
+                found = [f for f in part["findings"] if f["kind"] in ("link_cache_lines", "link_phase")]
+
+                # the report's JSON findings: stored rows (kind, function, message, data = the finding)
+                assert_link_findings_are_nm([SimpleNamespace(**f) for f in found], want)
+                unit = {f.name for f in store.functions_for(h.id)} & {f.name for f in store.functions_for(b.id)}
+                want_x = _nm_crossings(base, head, sorted(n for n in unit if n in hot))
+                got_x = {f["function"]: f["data"]["details"] for f in part["findings"] if f["kind"] == "boundary_crossing"}
+                assert got_x.keys() == want_x.keys(), (tc, pos)
+                for name, w in want_x.items():
+                    d = got_x[name]
+                    assert d["crossed"] == w["crossed"] and d["placed"], (tc, pos, name)
+                    for side in ("base", "head"):
+                        assert {k: d[side][k] for k in w[side]} == w[side], (tc, pos, name, side)
+                crossings += len(want_x)
+    assert crossings        # patch 2 grows get_page_from_freelist across boundaries

@@ -25,7 +25,7 @@ BASE, HEAD = "a" * 40, "b" * 40
 def _record(sha: str, parent: str | None, obj: Path, status: str = "ok") -> BuildRecord:
     o = object_record(obj, "x.o")
     o.functions = [FunctionRow("split_me", 10, "plain", True, 0, 0, 0, {"name": "split_me"})]
-    from analyzer.cost import FunctionCost
+    from analyzer.likely_path_cost import FunctionCost
     o.likely_paths = [FunctionCost("split_me", 12, 40, 2, ("helper",), 1, 0, 3, 1, "ret", 20, 4.0, "skylake-avx512")]
     return BuildRecord("t", Commit(sha, parent, f"subject {sha[:4]}", "A <a@b>", "2024-01-01"), "gcc-12",
                        "gcc-12 (Debian) 12.2", ConfigInfo("defconfig-x", config_hash="h", config_text="CONFIG_X=y\n"),
@@ -173,6 +173,8 @@ DAMAGE = {
     "text that is not UTF-8": "UPDATE commits SET subject = CAST(x'66ff6f' AS TEXT) WHERE id = 2",
     "sections of object": "UPDATE objects SET sections = 'nope'",
     "data of a newly_out_of_line finding": "UPDATE findings SET data = '{'",
+    # JSON that reads, with a field of the wrong type (analyzer.finding_details)
+    "details of a newly_out_of_line finding": "UPDATE findings SET data = json_set(data, '$.details.reasons', 5)",
     "counts": "UPDATE comparisons SET counts = '{bad'",
     "tables": "UPDATE comparison_tables SET tables_z = x'0102'",
     "likely path calls": "UPDATE likely_paths SET calls = '[broken'",

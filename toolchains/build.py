@@ -4,7 +4,7 @@
 ``TargetResult`` per target: status (ok | failed | timeout | killed), how it was obtained
 (cached | reused | replay | kbuild, and why), the kept object, the compiler's inline report,
 the log, the compiler's error lines. Nothing is raised for a commit that does not build:
-that is a result. ``toolchains.matrix`` runs many commits × toolchains on top of this.
+that is a result. ``toolchains.parallel_builds`` runs many commits × toolchains on top of this.
 
 Per (tree, toolchain, config) there is one worktree and one persistent build dir
 (toolchains.layout), used under a file lock. Each object target takes the cheapest safe way:
@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from toolchains import buildstate, cmdfile, inline_report, process, replay
 from toolchains.buildenv import sandbox_for
@@ -36,7 +36,7 @@ from toolchains.process import Limits, Outcome
 from toolchains.registry import Toolchain, load
 from toolchains.results import BuildOptions, CommitBuild, Event, Events, TargetResult
 from toolchains.source import cache_dir
-from toolchains.targets import Target, collect, parse, remove_partial
+from toolchains.targets import Target, collect, is_linked, parse, remove_partial
 from toolchains.git import ensure_worktree
 
 REPORT = ".remarks"          # <target>.remarks: the compiler's inline report
@@ -48,15 +48,39 @@ _versions: dict[str, str] = {}
 _versions_lock = threading.Lock()
 
 
-def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
-    """The registry entry for ``arch`` and the exact compiler version (BuildError when unknown or
-    not installed)."""
+class ResolvedToolchain(NamedTuple):
+    """A toolchain name looked up once: the registry entry for one arch and the exact version of the
+    compiler installed here (what every build records and the store keys on). Resolved where a name
+    enters (a command, ``ci.pipeline.run.run``, the bot, bisect, a queue worker taking a job) and
+    carried from there (``BuildJob.compiler``) down to ``build_commit``."""
+    toolchain: Toolchain
+    version: str
+
+    @property
+    def name(self) -> str:
+        return self.toolchain.name
+
+
+def toolchain_info(name: str, arch: str = "x86_64") -> ResolvedToolchain:
+    """``name`` resolved for ``arch``: its registry entry and the exact compiler version (BuildError when
+    unknown, not built for ``arch`` or not installed). The one lookup of a toolchain name."""
     tc = load(name, arch)
     key = f"{name}/{arch}"
     with _versions_lock:
         if key not in _versions:
             _versions[key] = tc.version()
-        return tc, _versions[key]
+        return ResolvedToolchain(tc, _versions[key])
+
+
+def resolved(toolchain: str | ResolvedToolchain, config: Config) -> ResolvedToolchain:
+    """``toolchain`` for ``config``'s arch: a name (the build API's callers: a command, a test, a bench) is
+    looked up here; a resolved one is taken as it is, refused in one line when resolved for another arch."""
+    if not isinstance(toolchain, ResolvedToolchain):
+        return toolchain_info(toolchain, config.arch)
+    if toolchain.toolchain.arch != config.arch:
+        raise BuildError(f"{toolchain.name} was resolved for {toolchain.toolchain.arch}, "
+                         f"the config builds {config.arch}")
+    return toolchain
 
 
 def check_lto(tc: Toolchain, config: Config) -> None:
@@ -100,7 +124,7 @@ def _cached(lay: Layout, sha: str, t: Target, version: str, reports: bool) -> Ta
     rep = _record_path(out, t, REPORT)
     if data.get("status") != "ok" or not obj.exists():
         return None
-    if reports and (t.kind == "object" or (t.kind == "vmlinux" and lay.config.lto)) and not rep.exists():
+    if reports and (t.kind == "object" or (is_linked(t.spec) and lay.config.lto)) and not rep.exists():
         return None                  # built without its inline report (a ThinLTO vmlinux: ld.lld's)
     return TargetResult(t.spec, t.kind, "ok", "cached", f"built before ({data.get('method')})", obj,
                         rep if rep.exists() else None, log)
@@ -243,7 +267,7 @@ class _Job:
             if self.options.reports and t.kind == "object":
                 rep, rsecs, rtext = self._report_compile(t)
                 text += rtext
-            elif self.options.reports and t.kind == "vmlinux" and self.config.lto:
+            elif self.options.reports and is_linked(t.spec) and self.config.lto:
                 rep = self._keep_lto_report(t)
             res = TargetResult(t.spec, t.kind, "ok", "kbuild", d.reason, obj, rep, self.write_log(t, text),
                                seconds=out.seconds, report_seconds=rsecs)
@@ -295,10 +319,12 @@ class _Job:
         return self._keep_report(t, scratch), out.seconds, text
 
 
-def build_commit(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config = Config(),
-                 options: BuildOptions = BuildOptions(), events: Events = lambda e: None) -> CommitBuild:
-    """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain``."""
-    tc, version = toolchain_info(toolchain, config.arch)
+def build_commit(tree: Path, sha: str, toolchain: str | ResolvedToolchain, targets: list[str],
+                 config: Config = Config(), options: BuildOptions = BuildOptions(),
+                 events: Events = lambda e: None) -> CommitBuild:
+    """Build ``targets`` at commit ``sha`` of ``tree`` (a git tree) under ``toolchain`` (a name, looked up
+    here, or as resolved where the name entered)."""
+    tc, version = resolved(toolchain, config)
     check_lto(tc, config)
     tlist = [parse(t) for t in targets]
     lay = layout(tree, tc.name, config, options)

@@ -179,8 +179,8 @@ def pick_base(tree: Path, series: MboxSeries, base: str | None) -> str:
     if base:
         return resolve(tree, base)
     if series.base_commit:
-        raise BuildError(f"{series.path.name}: base-commit {series.base_commit[:12]} is not in {tree}; give --base")
-    raise BuildError(f"{series.path.name}: no base-commit: trailer; give --base")
+        raise BuildError(f"{series.name}: base-commit {series.base_commit[:12]} is not in {tree}; give --base")
+    raise BuildError(f"{series.name}: no base-commit: trailer; give --base")
 
 
 def clear_stale_locks(wt: Path) -> list[Path]:

@@ -42,7 +42,7 @@ def flags(family: str, scratch: Path) -> list[str]:
 
 
 LTO_DIR = ".sizewatch-lto-remarks"      # in the build dir: ld.lld's remark files of the last link
-LTO_UNIT = "mm/page_alloc.c"            # whose backend's remarks are kept (ci.pipeline.linked.ALLOCATOR_CUS)
+LTO_UNIT = "mm/page_alloc.c"            # whose backend's remarks are kept (ci.pipeline.vmlinux.ALLOCATOR_CUS)
 
 
 def lld(make_vars: dict[str, str]) -> str:

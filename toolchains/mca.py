@@ -155,7 +155,7 @@ def file_costs(path: str, hot=None, function: str | None = None, mcpu: str | Non
 
 def build_costs(path: str, hot=None, mcpu: str | None = DEFAULT_MCPU, required: bool = True):
     """(FunctionCost per hot function, note): what a build stores and what sizediff --cost compares."""
-    from analyzer.cost import FunctionCost
+    from analyzer.likely_path_cost import FunctionCost
     paths, est, note = file_costs(path, hot, None, mcpu, required)
     out = []
     for p in paths:

@@ -19,7 +19,7 @@ _STYLE = {"ok": "green", "failed": "red", "timeout": "yellow", "killed": "yellow
 
 
 class MatrixProgress:
-    """Pass ``events`` and ``on_build`` to toolchains.matrix.build_matrix inside ``with``."""
+    """Pass ``events`` and ``on_build`` to toolchains.parallel_builds.build_matrix inside ``with``."""
 
     def __init__(self, total_builds: int, console: Console | None = None, subjects: dict[str, str] | None = None):
         self.console = console or Console(stderr=True, highlight=False)

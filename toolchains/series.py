@@ -46,10 +46,15 @@ class Message:
 
 @dataclass
 class MboxSeries:
-    path: Path
+    path: Path | None                # the mbox it was read from; None: handed on as messages (the bot)
     cover: Message | None
     patches: list[Message] = field(default_factory=list)
     base_commit: str | None = None   # the base-commit: trailer
+
+    @property
+    def name(self) -> str:
+        """What a message about the series names it by: its mbox's file name, else its Message-ID."""
+        return self.path.name if self.path is not None else f"series {self.message_id}"
 
     @property
     def message_id(self) -> str:
@@ -105,6 +110,14 @@ def _head(msg: email.message.Message, name: str) -> str:
     except Exception:          # noqa: BLE001 - any parser failure: the raw value is what git am sees too
         raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), "")
         return " ".join(str(raw).split())
+
+
+def mbox_entry(raw: bytes, from_line: str) -> bytes:
+    """A message as one entry of an mbox file, what ``git am`` is given: the ``From_`` line, then the
+    message with each line that starts ``From `` written ``>From `` (mboxo, as Python's mailbox and
+    ``git format-patch`` mboxes have it), ending in a newline."""
+    body = raw.replace(b"\nFrom ", b"\n>From ")
+    return b"From " + from_line.encode() + b"\n" + body + (b"" if body.endswith(b"\n") else b"\n")
 
 
 def _message(raw: bytes, from_line: str) -> Message:

@@ -43,10 +43,20 @@ class Target:
         return str(PurePosixPath(self.spec).parent)
 
 
+LINKED = "vmlinux"
+
+
+def is_linked(spec: str) -> bool:
+    """Whether the target ``spec`` is a linked image (``vmlinux``: read per unit, with link addresses, kept
+    vmlinux files pruned, measurable, a whole kernel's build limits) rather than an object or a directory.
+    The one place that question is answered (a stored build's target asks it too)."""
+    return spec.strip() == LINKED
+
+
 def parse(spec: str) -> Target:
     """``mm/page_alloc.o`` | ``mm/`` | ``vmlinux``; anything else is a one-line error."""
     s = spec.strip()
-    if s == "vmlinux":
+    if is_linked(s):
         return Target(s, "vmlinux")
     parts = s.rstrip("/").split("/")
     if not s or s.startswith("/") or any(p in ("", ".", "..") or not _SAFE.fullmatch(p) for p in parts):
@@ -65,7 +75,7 @@ def check_linked_only(specs: list[str], lto: str) -> None:
         return
     for spec in specs:
         t = parse(spec)
-        if t.kind != "vmlinux":
+        if not is_linked(t.spec):
             raise BuildError(f"under ThinLTO {t.spec} is LLVM bitcode: give --targets vmlinux")
 
 

@@ -48,15 +48,15 @@ for _ep in ("series.page", "series.api", "series.text"):
 # (tests/test_web_cache.py checks each page against what it reads).
 PARAMS: dict[str, tuple[str, ...]] = {}
 for _ep in ("index.page", "index.api"):
-    PARAMS[_ep] = ("commits", "series", "tree")
+    PARAMS[_ep] = ("commits", "series", "tree", "arch", "lto")
 for _ep in ("function.page", "function.api"):
     PARAMS[_ep] = ("toolchain", "target", "changes")
 for _ep in ("commit.page", "commit.api", "commit.text", "series.text"):
-    PARAMS[_ep] = ("toolchains", "target")
+    PARAMS[_ep] = ("toolchains", "target", "arch", "lto")
 for _ep in ("series.page", "series.api"):
-    PARAMS[_ep] = ("toolchains",)
+    PARAMS[_ep] = ("toolchains", "arch", "lto")
 for _ep in ("matrix.page", "matrix.api"):
-    PARAMS[_ep] = ("all", "target", "limit", "offset")
+    PARAMS[_ep] = ("all", "target", "limit", "offset", "arch")
 
 COMPRESSIBLE = ("text/html", "text/plain", "text/css", "text/javascript", "application/javascript",
                 "application/json")

@@ -14,7 +14,7 @@ from the store's columns (``Store.function_series``): no object per point.
 from __future__ import annotations
 
 from db.models import FunctionLine, FunctionSeries
-from toolchains.registry import sort_key
+from toolchains.flavour import label, label_key
 
 # What a point says about the function's inline status (the marker drawn, and the legend's words).
 STATES = ("out of line", "out of line, also inlined", "inlined only", "not analyzed", "absent", "build failed")
@@ -57,10 +57,11 @@ def status_text(line: FunctionLine, i: int, st: int) -> str:
 
 
 def ordered_lines(series: FunctionSeries) -> list[tuple[str, FunctionLine]]:
-    """(label, line): gcc first, then clang, by version; the target in the label when there are several."""
+    """(label, line): gcc first, then clang, by version, x86_64 before arm64 (``toolchains.flavour``:
+    ``gcc-12 arm64``); the target in the label when there are several."""
     multi_target = len({ln.target for ln in series.lines}) > 1
-    lines = sorted(series.lines, key=lambda ln: (sort_key(ln.toolchain), ln.target))
-    return [(f"{ln.toolchain} {ln.target}" if multi_target else ln.toolchain, ln) for ln in lines]
+    lines = sorted(series.lines, key=lambda ln: (label_key(label(ln.toolchain, ln.arch, ln.lto)), ln.target))
+    return [(label(ln.toolchain, ln.arch, ln.lto) + (f" {ln.target}" if multi_target else ""), ln) for ln in lines]
 
 
 def history_columns(series: FunctionSeries, lines: list[tuple[str, FunctionLine]],

@@ -81,7 +81,7 @@ def build_cell(c: dict | None, href: str) -> Markup:
 def build_cells(cells: dict[str, dict], toolchains: list[str], url: str) -> Markup:
     """A row of the index or series page: the commit's cell under each toolchain. In Python, not a
     Jinja macro: a page has ~200 of them, and a macro call cost ~25 µs (a third of the index's render)."""
-    return Markup("\n".join(build_cell(cells.get(tc), f"{url}#tc-{tc}") for tc in toolchains))
+    return Markup("\n".join(build_cell(cells.get(tc), f"{url}#tc-{tc.replace(' ', '-')}") for tc in toolchains))
 
 
 def per_pair(v) -> str:

@@ -76,6 +76,20 @@ def choice_arg(name: str, choices: tuple[str, ...], default: str) -> str:
     return raw
 
 
+def arch_arg(name: str = "arch") -> str | None:
+    """``?arch=``: only the builds of one kernel arch (None: every arch)."""
+    from toolchains.registry import ARCHES
+    got = choice_arg(name, ("", *ARCHES), "")
+    return got or None
+
+
+def lto_arg(name: str = "lto") -> str | None:
+    """``?lto=``: only the builds of one LTO mode (``none`` or ``thin``; None: every mode)."""
+    from toolchains.flavour import LTO_MODES
+    got = choice_arg(name, ("", *LTO_MODES), "")
+    return got or None
+
+
 def commit_ref(rev: str) -> str:
     """A path's commit id: 4 to 40 hex digits (a prefix is fine when it is unique in the store)."""
     if not _HEX.fullmatch(rev):

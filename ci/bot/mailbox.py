@@ -8,7 +8,7 @@ reason, so the bot records it once and moves on, and one stranger's mail cannot 
 the list.
 
 Quarantined (raw bytes kept for the operator, reason in ``note``, listed by
-``sizewatch bot --status``): a Message-ID that is empty, nested or not one ``<id>``; a
+``sizewatch bot status``): a Message-ID that is empty, nested or not one ``<id>``; a
 From/Subject with an encoded CR, LF or NUL or an undecodable encoded word; a
 ``[PATCH vN n/m]`` tag past toolchains.series' caps. Control characters (NUL, ESC, ...)
 in any other decoded header are dropped, so logs, the status and the replies carry none.

@@ -103,8 +103,8 @@ class ReportRules:
 
     @property
     def cost_thresholds(self):
-        """The pipeline's thresholds (analyzer.cost.CostThresholds) for these rules."""
-        from analyzer.cost import CostThresholds
+        """The pipeline's thresholds (analyzer.likely_path_cost.CostThresholds) for these rules."""
+        from analyzer.likely_path_cost import CostThresholds
         return CostThresholds(lines=self.cost_lines, cycles_percent=self.cost_cycles_percent)
     # a measured vmlinux's fast path ([bot] measure) against its parent's, per alloc/free pair at any order
     fastpath_instructions: bool = True   # executed instructions grew past runtime_instructions AND runtime_percent

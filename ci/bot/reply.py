@@ -120,6 +120,16 @@ def compiler_text(name: str, version: str) -> str:
     return version if version.startswith(name) else f"{name}: {version}"
 
 
+def config_flags(c: Config) -> list[str]:
+    """``sizewatch run``'s options for the config the bot built: ``--config NAME`` for a named config
+    other than defconfig, ``--arch ARCH`` off x86_64, ``--lto thin`` (``toolchains.flavour.run_flags``)."""
+    from toolchains.flavour import run_flags
+    got = run_flags(c.key)
+    if got is not None:
+        return got
+    return ([] if c.arch == "x86_64" else ["--arch", c.arch]) + (["--lto", c.lto] if c.lto else [])
+
+
 def short(sha: str | None) -> str:
     return (sha or "")[:12]
 
@@ -158,8 +168,12 @@ def reproduce_block(ctx: TestContext, head: BotMessage, commit_sha: str | None, 
     else:                                     # a shell continuation keeps it one command, as printed
         out += ["  b4 am -o - \\", f"      {mid} \\", "      > series.mbx"]
     out.append(f"  sizewatch run --tree {ctx.tree_spec} --series series.mbx --base {short(ctx.base_sha)} \\")
-    out.append(f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}"
-               + (" --measure" if measured else ""))
+    line = f"      --toolchains {','.join(toolchains)} --targets {','.join(ctx.targets)}"
+    flags = config_flags(ctx.config)
+    if flags:                                 # the config, arch and LTO mode the bot built: on a line of their own
+        out += [line + " \\", "      " + " ".join(flags) + (" --measure" if measured else "")]
+    else:
+        out.append(line + (" --measure" if measured else ""))
     if commit_sha:
         out.append(f"  sizewatch report {short(commit_sha)} --toolchains {','.join(toolchains)}")
     return out

@@ -7,7 +7,7 @@ One poll:
   2. read the messages the store has not seen from the maildir / mbox and record them;
   3. assemble series (ci.bot.assemble) from every patch and cover letter not yet settled;
   4. per series: superseded, waiting, not watched, incomplete (time-out passed), or ready:
-     apply with git am (ci.pipeline.plan_series), build and compare each patch with its
+     apply with git am (ci.pipeline.plan_messages: the messages as data, no file), build and compare each patch with its
      parent under the configured toolchains (build_all / compare_all), report from the
      store, select what the policy reports (ci.bot.verdict);
   5. record the decision with its composed mails in one transaction (exactly once per
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import mailbox
 import os
 import signal
 import sys
@@ -38,13 +37,14 @@ from typing import Callable, Iterator
 
 from analyzer.errors import InputError
 from ci import pipeline
-from ci.pipeline import builder
+from toolchains.build import toolchain_info
 from ci.pipeline.measure import Measure, check_available
 from toolchains.mca import check_cpu
 from ci.bot import verdict
 from ci.bot.assemble import Assembly, PostedSeries, assemble, readiness
 from ci.bot.inbox import check_inbox, read_inbox
 from ci.bot.trailers import am_patches
+from toolchains.series import MboxSeries, Message, mbox_entry
 from ci.bot.mailbox import (NoMessage, Unreadable, am_ready, body_text, check_maildir, check_mbox, content_key,
                             malformed_id, mbox_has_messages, parse_mail, quarantine, read_maildir, read_mbox)
 from ci.bot.outgoing import SendError, Transport
@@ -55,11 +55,12 @@ from ci.bot.reply import (Outgoing, TestContext, compose, findings_body, incompl
 from ci.reports.model import SeriesReport, series_report
 from db.botstore import FINAL_STATES, BotMail, BotMessage, BotSeries
 from db.pg import StoreUnavailable
-from db.store import Store, beside
+from db.store import Store
 from toolchains.errors import BuildError, InfrastructureError
 from toolchains.git import resolve
 from toolchains.source import open_tree
 
+AM_FROM = "sizewatch-bot Thu Jan  1 00:00:00 1970"    # the From_ line of each message given to git am
 KILL_ENV = "SIZEWATCH_BOT_KILL_AT"          # test hook: "decided" or "sent" (see _crash_point)
 
 
@@ -68,6 +69,20 @@ def _crash_point(name: str) -> None:
     tests put a real kill -9 between deciding and sending, and between sending and recording it."""
     if os.environ.get(KILL_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+
+def am_series(s: PostedSeries, messages: list[tuple[BotMessage, bytes]]) -> MboxSeries:
+    """The series as ``git am`` takes it, handed to the pipeline as data (no mbox written and read
+    back): ``messages`` are :meth:`Bot.am_messages`' (the cover letter first), headers as the bot read
+    them (``ci.bot.mailbox``), bytes as git am is given them (``toolchains.series.mbox_entry``); the
+    cover letter's text (what the series row keeps), not the patches'."""
+    msgs = [Message(m.message_id, " ".join(m.subject.split()), m.from_header, m.date, mbox_entry(raw, AM_FROM),
+                    0 if m.kind == "cover" else m.position, m.total, m.version or 1,
+                    body_text(raw) if m.kind == "cover" else "")
+            for m, raw in messages]
+    cover = msgs[0] if msgs and messages[0][0].kind == "cover" else None
+    return MboxSeries(None, cover, msgs[1:] if cover else msgs, s.base_commit)
 
 
 @dataclass(frozen=True)
@@ -132,17 +147,13 @@ class Bot:
         self.builds = builds or pipeline.build_all
         self.dry = policy.dry_run
         self.checks_dir = checks_dir or (Path(policy.checks_dir) if policy.checks_dir else None)
-        for tc in policy.toolchains:
-            builder.toolchain_info(tc, policy.arch)   # unknown or missing toolchains fail up front
+        # looked up once (unknown or missing toolchains fail up front), carried into every series' builds
+        self.compilers = [toolchain_info(tc, policy.arch) for tc in policy.toolchains]
         check_cpu(policy.report.cost_mcpu)         # ... and a CPU llvm-mca does not know
         if policy.measure:
             check_available()                      # ... and a measurement this sizewatch cannot make
         self.tree = open_tree(policy.tree)
         self.base_sha = resolve(self.tree.path, policy.base)
-        self.versions = {tc: builder.toolchain_info(tc, policy.arch)[1] for tc in policy.toolchains}
-        where = getattr(store, "url", None) or getattr(store, "path", None)
-        self.series_dir = (beside(where, "-series") if where
-                           else Path.home() / ".cache" / "sizewatch" / "bot-series")
 
     # --- 1 and 5: sending ------------------------------------------------------------------------
     def flush(self, res: PollResult) -> None:
@@ -413,22 +424,7 @@ class Bot:
             for p in s.patches:
                 write_check(self.checks_dir, Check(p.message_id, "warning", CONTEXT, why, self.policy.dashboard_url))
 
-    def write_mbox(self, s: PostedSeries) -> Path:
-        """The series as ``git am`` takes it (cover letter first), kept beside the store."""
-        import hashlib
-        self.series_dir.mkdir(parents=True, exist_ok=True)
-        path = self.series_dir / f"{hashlib.sha256(s.key.encode()).hexdigest()[:16]}.mbox"
-        tmp = path.with_suffix(".tmp")
-        tmp.unlink(missing_ok=True)
-        box = mailbox.mbox(str(tmp), create=True)
-        for m in self.am_messages(s):
-            box.add(b"From sizewatch-bot Thu Jan  1 00:00:00 1970\n" + m)
-        box.flush()
-        box.close()
-        os.replace(tmp, path)
-        return path
-
-    def am_messages(self, s: PostedSeries) -> list[bytes]:
+    def am_messages(self, s: PostedSeries) -> list[tuple[BotMessage, bytes]]:
         """The cover letter, then the patches as ``b4 am`` gives them: reviewers' trailers from the
         stored replies folded in (ci.bot.trailers); as posted when b4 cannot assemble them."""
         covers = [m for m in s.messages if m.kind == "cover"]
@@ -440,7 +436,7 @@ class Bot:
         if folded is None:
             self.log(f"bot: {s.subject[:60]}: applying the patches as posted ({why})")
             folded = [am_ready(m.raw) for m in patches]
-        return [am_ready(m.raw) for m in covers] + folded
+        return [(m, am_ready(m.raw)) for m in covers] + list(zip(patches, folded))
 
     def context(self, ser, s: PostedSeries) -> TestContext:
         if s.base_commit and ser.base_sha.startswith(s.base_commit):
@@ -450,13 +446,12 @@ class Bot:
         else:
             note = f"no base-commit: in the series; the bot's base {self.policy.base}"
         return TestContext(self.tree.name, self.policy.tree, ser.base_sha, note, ser.id,
-                           [(tc, self.versions[tc]) for tc in self.policy.toolchains], list(self.policy.targets),
+                           [(c.name, c.version) for c in self.compilers], list(self.policy.targets),
                            self.policy.kbuild_config)
 
     def test(self, s: PostedSeries, now: datetime, res: PollResult) -> None:
         pol = self.policy
-        mbox = self.write_mbox(s)
-        plan = pipeline.plan_series(self.store, self.tree, mbox, base=pol.base, cover=None)
+        plan = pipeline.plan_messages(self.store, self.tree, am_series(s, self.am_messages(s)), base=pol.base)
         ser = plan.series
         ctx = self.context(ser, s)
         toolchains, targets = list(pol.toolchains), list(pol.targets)
@@ -477,11 +472,11 @@ class Bot:
         self.log(f"bot: testing {s.subject[:70]} (v{s.version}, {len(s.patches)} patches) on "
                  f"{self.tree.name} {ser.base_sha[:12]} with {', '.join(toolchains)}")
         extra = {"measure": Measure()} if pol.measure else {}
-        stats = self.builds(self.store, plan, toolchains, targets, pol.kbuild_config, progress=self.log,
+        stats = self.builds(self.store, plan, self.compilers, targets, pol.kbuild_config, progress=self.log,
                             mcpu=pol.report.cost_mcpu, keep_vmlinux=pol.keep_vmlinux, **extra)
         if stats.parked:                           # the machines, not the patch: nothing mailed, tried later
             raise InfrastructureError(f"{len(stats.parked)} build job(s) parked in the queue: {stats.parked[0]}")
-        pipeline.compare_all(self.store, plan, toolchains, targets, pol.kbuild_config,
+        pipeline.compare_all(self.store, plan, self.compilers, targets, pol.kbuild_config,
                              pol.report.cost_thresholds, progress=self.log)
         report = pipeline.report(self.store, plan, toolchains, targets, pol.report.runtime_thresholds)
         assert isinstance(report, SeriesReport)

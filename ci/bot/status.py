@@ -1,4 +1,4 @@
-"""What the bot is doing, read from the store: ``sizewatch bot --status`` and the dashboard's ``/bot``.
+"""What the bot is doing, read from the store: ``sizewatch bot status`` and the dashboard's ``/bot``.
 
 Everything comes from the bot's tables (messages read, series and their states, mails decided,
 held or sent with their text) plus the policy the caller runs with, and first what needs the
@@ -174,7 +174,7 @@ def bot_status(store: Store, policy: Policy, limit: int = 100) -> BotStatus:
 
 
 def text(st: BotStatus, with_mails: bool = True) -> str:
-    """What ``sizewatch bot --status`` prints."""
+    """What ``sizewatch bot status`` prints."""
     out = [f"messages read: {st.messages}"
            + (f" ({', '.join(f'{n} {k}' for k, n in st.messages_by_kind.items())})" if st.messages else "")]
     for src in st.sources:
@@ -203,7 +203,7 @@ def text(st: BotStatus, with_mails: bool = True) -> str:
         err = f", last error: {m.last_error}" if m.last_error else ""
         out.append(f"  {m.label:8} {m.message_id} {m.subject[:70]} ({when}{err})")
     out.append("")
-    out.append(f"policy in force ({st.policy_source or 'defaults: no --config given'}):")
+    out.append(f"policy in force ({st.policy_source or 'defaults: no --policy given'}):")
     p = st.policy
     out.append(f"  tree {p['tree']}, base {p['base']}, toolchains {', '.join(p['toolchains'])}, "
                f"targets {', '.join(p['targets'])}, config {p['config']}")

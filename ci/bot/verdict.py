@@ -37,23 +37,17 @@ def finding_set(items: list[Reportable]) -> str:
     return hashlib.sha256("\n".join(sorted(r.key for r in items)).encode()).hexdigest()
 
 
-def _reasons(data: dict) -> tuple[str, ...]:
-    details = data.get("details", {}) if isinstance(data, dict) else {}
-    got = details.get("reasons") or ([details["reason"]] if details.get("reason") else [])
-    return tuple(dict.fromkeys(str(r) for r in got))
-
-
 def toolchain_findings(p: PatchReport, t: ToolchainReport, rules: ReportRules) -> list[Reportable]:
     """Findings of one patch under one toolchain that the rules select (build errors aside)."""
     out: list[Reportable] = []
     for f in t.changes:
         if _switched_on(rules, f.kind, Scope.CHANGE) and not _demoted(f):
             out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
-                                  _reasons(f.data), f.data))
+                                  f.details.reasons, f.data))
     for f in t.new_in_build:
         if _switched_on(rules, f.kind, Scope.OBJECT):
             out.append(Reportable(f.kind, f.message or f.function, p.position, t.toolchain, f.function,
-                                  _reasons(f.data), f.data))
+                                  f.details.reasons, f.data))
     if t.tables and t.status == "ok" and t.base_status == "ok":
         table = t.tables[0]
         over_bytes = rules.growth_bytes and table.net > rules.growth_bytes

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzer import findings as _findings
-from analyzer.cost import CostThresholds, FunctionCost, compare_costs as _compare_costs, cost_findings
+from analyzer.likely_path_cost import CostThresholds, FunctionCost, compare_costs as _compare_costs, cost_findings
 from analyzer.errors import InputError
 from analyzer.inlines import ObjectFacts, analyze as _analyze
 from analyzer.remarks import MISSED
@@ -21,7 +21,7 @@ from toolchains.mca import DEFAULT_MCPU, build_costs
 # Bump when what the analyzer stores changes: builds analyzed by an older version are analyzed
 # again from their cached objects (no rebuild). 0 = symbols and sections only.
 # 4: the likely paths of hot functions (migration 0011). 5: inline cost (0014, ci.pipeline.inline_costs).
-# 6: with the link layout of linked targets too (0015, ci.pipeline.link): one version for both, so a
+# 6: with the link layout of linked targets too (0015, ci.pipeline.link_layout): one version for both, so a
 # build stored with one of them alone is analyzed again. 7: the function alignment read from the
 # file (facts' ``align``; arm64 is not x86's 16) and arm64 vmlinux units whole (gcc's DWARF starts
 # after the patchable-entry NOPs).
@@ -56,7 +56,7 @@ def analyze(path: Path, source_root: Path | None, remarks: list[Path], mcpu: str
             cus: tuple[str, ...] | None = None) -> Analysis:
     """Facts, the compilers' missed-inline remarks and the single-object findings of one object;
     the likely paths' cycles are estimated for ``mcpu`` (stored with them). ``cus``: a linked
-    file's facts from these compilation units only (ci.pipeline.linked)."""
+    file's facts from these compilation units only (ci.pipeline.vmlinux)."""
     facts: ObjectFacts = _analyze(path, source_root=source_root, remarks=list(remarks), cus=cus)
     funcs = [FunctionRow(f.name, f.size, f.declared, f.out_of_line, f.inlined_count, f.inlined_bytes,
                          f.call_count, _compact(f)) for f in facts.functions.values()]

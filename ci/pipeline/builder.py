@@ -19,10 +19,11 @@ from analyzer.errors import SizewatchError
 from analyzer.runtime import Runtime
 from ci.pipeline.measure import Measure, measure_one
 from toolchains import build as tbuild, retention
+from toolchains.build import ResolvedToolchain
 from toolchains.kbuild import Config
-from toolchains.matrix import build_jobs
+from toolchains.parallel_builds import build_jobs
 from toolchains.process import kill_all
-from toolchains.registry import Toolchain
+from toolchains.targets import is_linked
 
 
 @dataclass
@@ -45,11 +46,6 @@ class Built:
     source: Path | None = None                    # a checkout of the commit (for declarations)
     unit_keys: dict[str, dict[str, str]] = field(default_factory=dict)  # vmlinux target -> unit -> key
     runtimes: dict[str, Runtime] = field(default_factory=dict)          # vmlinux target -> its measurement
-
-
-def toolchain_info(name: str, arch: str = "x86_64") -> tuple[Toolchain, str]:
-    """The registry entry and exact compiler version (BuildError when unknown or not installed)."""
-    return tbuild.toolchain_info(name, arch)
 
 
 def config_key(config: Config | None = None) -> str:
@@ -83,7 +79,7 @@ def options_for(targets: list[str], measure: Measure | None = None) -> tbuild.Bu
     """Build options for a set of targets: the object defaults, or a whole kernel's limits. A vmlinux to
     be measured is built in its build dir even when a kept one could be taken: the measurement's guest
     module is built against the build dir, which must hold this build."""
-    if "vmlinux" in targets:
+    if any(is_linked(t) for t in targets):
         return tbuild.BuildOptions(timeout=VMLINUX_TIMEOUT, memory=VMLINUX_MEMORY, use_cache=measure is None)
     return tbuild.BuildOptions()
 
@@ -96,7 +92,7 @@ def prune_vmlinux(tree: Path, toolchain: str, config: Config | None, keep: int,
     return retention.prune(lay.objects, keep, done=stored)
 
 
-def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Config | None = None,
+def build(tree: Path, sha: str, toolchain: ResolvedToolchain, targets: list[str], config: Config | None = None,
           log: Callable[[str], None] = lambda s: None,
           options: tbuild.BuildOptions | None = None, measure: Measure | None = None) -> Built:
     """Build ``targets`` at ``sha``; a failed build is a result (status and the compiler's errors).
@@ -105,15 +101,15 @@ def build(tree: Path, sha: str, toolchain: str, targets: list[str], config: Conf
     return _built(b, _unit_keys(b), _runtimes(b, measure))
 
 
-def build_many(tree: Path, todo: dict[tuple[str, str], list[str]], config: Config | None = None,
+def build_many(tree: Path, todo: list[tuple[str, ResolvedToolchain, list[str]]], config: Config | None = None,
                options: tbuild.BuildOptions | None = None,
                measure: Measure | None = None) -> Iterator[tuple[tuple[str, str], Built]]:
-    """Build every (sha, toolchain) -> targets of ``todo``, toolchains in parallel (each one's
-    commits in the order given); yields ((sha, toolchain), Built) as each build finishes, so the
-    caller can store results while the others build. ``measure``: as ``build``'s, in each build's thread."""
-    jobs: dict[str, list[tuple[str, list[str]]]] = {}
-    for (sha, tc), targets in todo.items():
-        jobs.setdefault(tc, []).append((sha, targets))
+    """Build every (sha, toolchain, targets) of ``todo``, toolchains in parallel (each one's commits in
+    the order given); yields ((sha, toolchain name), Built) as each build finishes, so the caller can
+    store results while the others build. ``measure``: as ``build``'s, in each build's thread."""
+    jobs: dict[str, tuple[ResolvedToolchain, list[tuple[str, list[str]]]]] = {}
+    for sha, tc, targets in todo:
+        jobs.setdefault(tc.name, (tc, []))[1].append((sha, targets))
     q: queue.Queue = queue.Queue()
     cancel = threading.Event()
 
@@ -147,10 +143,9 @@ def _unit_keys(b: tbuild.CommitBuild) -> dict[str, dict[str, str]]:
     """Per vmlinux target, its units' object hashes (ci.pipeline.unit_cache): taken in the build's
     thread before the next build of that build dir starts, while its objects are the ones linked."""
     from ci.pipeline.unit_cache import object_keys
-    from toolchains.targets import parse
     out = {}
     for r in b.targets:
-        if r.ok and r.path is not None and parse(r.target).kind == "vmlinux":
+        if r.ok and r.path is not None and is_linked(r.target):
             try:
                 keys = object_keys(r.path, b.build_dir, b.worktree)
             except (SizewatchError, OSError):     # no keys: the vmlinux is decoded whole
@@ -163,11 +158,10 @@ def _unit_keys(b: tbuild.CommitBuild) -> dict[str, dict[str, str]]:
 def _runtimes(b: tbuild.CommitBuild, measure: Measure | None) -> dict[str, Runtime]:
     """Per built vmlinux target, its measurement under emulation (none unless ``measure``): taken in the
     build's thread, before the next build of that build dir starts (``ci.pipeline.measure``)."""
-    from toolchains.targets import parse
     if measure is None:
         return {}
     return {r.target: measure_one(b.build_dir, r.path, b.toolchain, measure) for r in b.targets
-            if r.ok and r.path is not None and parse(r.target).kind == "vmlinux"}
+            if r.ok and r.path is not None and is_linked(r.target)}
 
 
 def _built(b: tbuild.CommitBuild, unit_keys: dict[str, dict[str, str]] | None = None,

@@ -24,11 +24,11 @@ from analyzer.elf import load_images
 from analyzer.errors import InputError
 from analyzer.inline_cost import inline_cost
 from analyzer.inline_units import ByUnit, inline_cost_by_unit
-from ci.pipeline.linked import ALLOCATOR_CUS
+from ci.pipeline.vmlinux import ALLOCATOR_CUS
 from ci.pipeline.unit_cache import UnitCache
 from db.inline_cost import record_of
 from db.models import InlineCostRecord
-from toolchains.targets import parse
+from toolchains.targets import is_linked, parse
 
 WHOLE_KERNEL_LIMIT = 256 << 20         # bytes of .debug_info a vmlinux is read whole up to
 RESTRICTED_UNITS = ALLOCATOR_CUS     # past the limit: the allocator's units, as its facts
@@ -49,7 +49,7 @@ def object_inline_cost(path: Path, target: str, whole_limit: int = WHOLE_KERNEL_
     if kind == "dir":
         return None
     cus: tuple[str, ...] = ()
-    if kind == "vmlinux" and _debug_info_size(path) > whole_limit:
+    if is_linked(target) and _debug_info_size(path) > whole_limit:
         cus = RESTRICTED_UNITS
     try:
         if unit_keys and not cus:

@@ -55,11 +55,16 @@ def plan_range(store: Store, tree: Tree, spec: str) -> RunPlan:
 
 def plan_series(store: Store, tree: Tree, mbox: Path, base: str | None = None,
                 cover: Path | None = None) -> RunPlan:
-    """Apply the series patch by patch and record it (with the patch that did not apply, if any)."""
+    """The series of an mbox file (``sizewatch run --series``): :func:`plan_messages` of what it holds."""
     if cover is None:
         guess = mbox.with_name(mbox.stem + ".cover-letter.eml")
         cover = guess if guess.exists() else None
-    ser: MboxSeries = read_mbox(mbox, cover)
+    return plan_messages(store, tree, read_mbox(mbox, cover), base)
+
+
+def plan_messages(store: Store, tree: Tree, ser: MboxSeries, base: str | None = None) -> RunPlan:
+    """Apply the series patch by patch and record it (with the patch that did not apply, if any).
+    The bot hands its assembled messages on here as data, never through a file."""
     base_sha = pick_base(tree.path, ser, base)
     applied = am_locked(tree.path, ser, base_sha, cache_dir() / "worktrees" / f"am-{tree.name}")
     base_commit = commit_info(tree, base_sha)

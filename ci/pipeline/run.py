@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from analyzer.cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
+from analyzer.likely_path_cost import CostThresholds, compare_costs, cost_findings, mcpu_mismatches
 from analyzer.errors import InputError
 from analyzer.runtime_findings import RuntimeThresholds
 from analyzer.kinds import Kind
-from ci.pipeline import analysis, builder, link, linked
+from ci.pipeline import analysis, builder, link_layout, vmlinux
 from ci.pipeline.inline_costs import object_inline_cost
 from ci.pipeline.measure import Measure
 from ci.pipeline.objects import object_record
@@ -37,8 +37,8 @@ from toolchains.retention import DEFAULT_KEEP, touch
 from toolchains.mca import DEFAULT_MCPU, check_cpu
 from toolchains.registry import DEFAULT_TOOLCHAINS
 from toolchains.source import Tree, open_tree
-from toolchains.build import check_lto
-from toolchains.targets import DEFAULT_TARGETS, check_linked_only
+from toolchains.build import ResolvedToolchain, check_lto, resolved
+from toolchains.targets import DEFAULT_TARGETS, check_linked_only, is_linked
 
 
 @dataclass
@@ -53,19 +53,19 @@ class RunStats:
 
 
 def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, target: str,
-            mcpu: str = DEFAULT_MCPU) -> int:
+            mcpu: str = DEFAULT_MCPU, arch: str = "x86_64") -> int:
     """Analyze one target of a build and write it all (one build row) in one transaction."""
     objects, findings = [], []
     path = done.objects.get(target)
     unusable: list[str] = []
-    if path is not None and linked.is_linked_target(target):
+    if path is not None and is_linked(target):
         # held while read: the retention pass (builder.prune_vmlinux) leaves it alone meanwhile
         try:
             with reading(path):
                 touch(path)
                 obj = object_record(path, target)
-                res = linked.analyze_vmlinux(path, done.source, linked.unit_remarks(done.remarks), mcpu)
-                obj.link_layout = link.layout(path, target)      # hot functions at their link addresses
+                res = vmlinux.analyze_vmlinux(path, done.source, vmlinux.unit_remarks(done.remarks), mcpu)
+                obj.link_layout = link_layout.layout(path, target)      # hot functions at their link addresses
                 obj.inline_cost = object_inline_cost(path, target, unit_keys=done.unit_keys.get(target))
         except FileNotFoundError:
             raise InputError(f"{path}: deleted before it was analyzed (another run's retention pass?)") from None
@@ -87,22 +87,12 @@ def _record(store: Store, tree: Tree, commit: Commit, done: builder.Built, targe
     if path is None and not errors:
         errors = [f"no object {target} after the build"]
     rec = BuildRecord(tree.name, commit, done.toolchain, done.compiler_version,
-                      ConfigInfo(done.config_key, config_hash=done.config_hash, config_text=done.config_text),
+                      ConfigInfo(done.config_key, arch, config_hash=done.config_hash, config_text=done.config_text),
                       target, status, done.family, done.method, done.seconds, log=done.log,
                       errors=errors, objects=objects, findings=findings,
                       analysis_version=analysis.ANALYSIS_VERSION if path is not None else 0,
                       tree_path=str(tree.path), runtime=done.runtimes.get(target))
     return store.record_build(rec, replace=False)     # a result another worker stored first is kept
-
-
-def _done(have, wanted_analysis: int, store: Store | None = None, measure: Measure | None = None) -> bool:
-    """Stored and analyzed far enough; with ``measure``, an ok vmlinux also measured (a failed
-    measurement is a result: not measured again)."""
-    if have is None or (have.status == "ok" and have.analysis_version < wanted_analysis):
-        return False
-    if measure is not None and store is not None and have.status == "ok" and linked.is_linked_target(have.target):
-        return store.runtime_for(have.id) is not None
-    return True
 
 
 @dataclass(frozen=True)
@@ -114,7 +104,7 @@ class BuildJob:
     tree: str                             # the tree's name in the store (linux-6.1)
     tree_path: str                        # the git tree the commit is in
     commit: Commit
-    toolchain: str
+    compiler: ResolvedToolchain           # looked up once: where the run began, or by the worker taking the job
     targets: tuple[str, ...]
     config: Config = Config()
     mcpu: str = DEFAULT_MCPU
@@ -122,17 +112,24 @@ class BuildJob:
     measure: Measure | None = None        # measure each built vmlinux under emulation (ci.pipeline.measure)
 
     @property
+    def toolchain(self) -> str:
+        """The toolchain's name (what the store, the queues and the build dirs are keyed by)."""
+        return self.compiler.name
+
+    @property
     def config_key(self) -> str:
         return builder.config_key(self.config)
 
+    def measured(self, target: str) -> bool:
+        """Whether ``target``'s build is measured too (a linked image of a ``--measure`` job)."""
+        return self.measure is not None and is_linked(target)
 
-def missing_targets(store: Store, job: BuildJob, version: str | None = None) -> list[str]:
-    """The job's targets the store lacks (or holds from an older analysis) for this compiler version."""
-    if version is None:
-        _, version = builder.toolchain_info(job.toolchain, job.config.arch)
+
+def missing_targets(store: Store, job: BuildJob) -> list[str]:
+    """The job's targets the store lacks (or holds from an older analysis) for its compiler version."""
     return [t for t in job.targets
-            if not _done(store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version),
-                         analysis.ANALYSIS_VERSION, store, job.measure)]
+            if not store.has_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, job.compiler.version,
+                                   analysis.ANALYSIS_VERSION, job.measured(t))]
 
 
 def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats | None = None,
@@ -149,10 +146,10 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
         done.source = src
         for t in job.targets:
             have = store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, done.compiler_version)
-            if _done(have, analysis.ANALYSIS_VERSION, store, job.measure):
+            if store.build_done(have, analysis.ANALYSIS_VERSION, job.measured(t)):
                 stats.stored += 1             # a duplicate delivery or a second worker got there first
                 continue
-            _record(store, tree, job.commit, done, t, job.mcpu)
+            _record(store, tree, job.commit, done, t, job.mcpu, job.config.arch)
             if have is not None:
                 stats.reanalyzed += 1
             else:
@@ -161,12 +158,11 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
                 stats.failed += 1
     line = (f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: {done.status} "
             f"({done.method}, {done.seconds:.1f} s)" + (f": {done.errors[0]}" if done.errors else ""))
-    if any(linked.is_linked_target(t) for t in job.targets):
+    if any(is_linked(t) for t in job.targets):
         # the store has what reports need: only the newest vmlinux files of (toolchain, config) stay
         gone = builder.prune_vmlinux(
             local, job.toolchain, job.config, job.keep_vmlinux,
-            lambda sha: store.find_build(job.tree, sha, job.toolchain, job.config_key, "vmlinux",
-                                         done.compiler_version) is not None)
+            lambda sha: store.has_build(job.tree, sha, job.toolchain, job.config_key, "vmlinux", done.compiler_version))
         if gone:
             line += f"; removed {len(gone)} older vmlinux file(s) from the cache (keeping {job.keep_vmlinux})"
     return line
@@ -175,22 +171,21 @@ def store_job(store: Store, job: BuildJob, done: builder.Built, stats: RunStats 
 def build_job(job: BuildJob, local: Path | None = None) -> builder.Built:
     """Build the job's targets (in ``local``, else ``job.tree_path``; a failed build is a result);
     ``store_job`` analyzes and writes it."""
-    return builder.build(local or Path(job.tree_path), job.commit.sha, job.toolchain, list(job.targets), job.config,
+    return builder.build(local or Path(job.tree_path), job.commit.sha, job.compiler, list(job.targets), job.config,
                          options=builder.options_for(list(job.targets), job.measure), measure=job.measure)
 
 
-def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+def plan_jobs(store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
               config: Config | None = None, mcpu: str = DEFAULT_MCPU,
               stats: RunStats | None = None, keep_vmlinux: int = DEFAULT_KEEP,
               measure: Measure | None = None) -> list[BuildJob]:
     """Stage 2's work list: per toolchain, per commit (oldest first), the targets the store lacks."""
     jobs = []
     for tc in toolchains:
-        _, version = builder.toolchain_info(tc, config.arch if config else "x86_64")
         for commit in plan.to_build:
             job = BuildJob(plan.tree.name, str(plan.tree.path), commit, tc, tuple(targets), config or Config(), mcpu,
                            keep_vmlinux, measure)
-            todo = missing_targets(store, job, version)
+            todo = missing_targets(store, job)
             if stats is not None:
                 stats.stored += len(targets) - len(todo)
             if todo:
@@ -198,7 +193,7 @@ def plan_jobs(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     return jobs
 
 
-def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+def build_all(store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
               config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
               mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP, measure: Measure | None = None) -> RunStats:
     """Stage 2 in this process: every (commit, toolchain, target) the store lacks, built, analyzed and
@@ -210,7 +205,7 @@ def build_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[
     stats = RunStats()
     jobs = {(j.commit.sha, j.toolchain): j
             for j in plan_jobs(store, plan, toolchains, targets, config, mcpu, stats, keep_vmlinux, measure)}
-    todos = {k: list(j.targets) for k, j in jobs.items()}
+    todos = [(j.commit.sha, j.compiler, list(j.targets)) for j in jobs.values()]
     # toolchains build side by side; each build is analyzed and stored as soon as it is done
     for key, done in builder.build_many(plan.tree.path, todos, config, builder.options_for(targets, measure),
                                         measure):
@@ -232,7 +227,7 @@ def _cost_keys(base_paths: dict, head_paths: dict, thresholds: CostThresholds) -
     return out
 
 
-def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+def compare_all(store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
                 config: Config | None = None, thresholds: CostThresholds = CostThresholds(),
                 progress: Callable[[str], None] = lambda s: None) -> int:
     """Stage 3: head-vs-parent findings for every stored pair not compared yet, with the bloat-o-meter
@@ -243,8 +238,8 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
     Cycle estimates made for different CPUs are not compared (no cycles finding): that is said."""
     key = builder.config_key(config)
     n = 0
-    for tc in toolchains:
-        _, version = builder.toolchain_info(tc, config.arch if config else "x86_64")
+    for compiler in toolchains:
+        tc, version = compiler.name, compiler.version
         for commit in plan.commits:
             if not commit.parent_sha:
                 continue
@@ -267,7 +262,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                         bloat_tables.from_stored(store.comparison_tables(head.id, base.id)) is not None:
                     stored = {(f.kind, f.function) for f in store.findings_for(head.id, base.id)
                               if f.kind in _COST_KINDS and f.base_build_id == base.id}
-                    moves_missing = (link.linked(target) and store.link_moves_for(head.id, base.id) is None
+                    moves_missing = (is_linked(target) and store.link_moves_for(head.id, base.id) is None
                                      and store.link_layout_for(head.id) and store.link_layout_for(base.id))
                     if stored == _cost_keys(base_paths, head_paths, thresholds) and not moves_missing:
                         continue
@@ -278,7 +273,7 @@ def compare_all(store: Store, plan: RunPlan, toolchains: list[str], targets: lis
                     if path in base_facts:
                         findings += analysis.compare(base_facts[path], hf, base_paths.get(path),
                                                      head_paths.get(path), thresholds)
-                moves, link_found = (link.compare_builds(store, base.id, head.id) if link.linked(target)
+                moves, link_found = (link_layout.compare_builds(store, base.id, head.id) if is_linked(target)
                                      else (None, []))      # vmlinux: who moved, and why
                 tables = None if keep_tables else bloat_tables.to_stored(compute_tables(store, base.id, head.id))
                 inline = None if keep_tables else inline_report(store, base.id, head.id)
@@ -297,7 +292,7 @@ def report(store: Store, plan: RunPlan, toolchains: list[str], targets: list[str
 
 
 def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path | None = None,
-        base: str | None = None, toolchains: list[str] = list(DEFAULT_TOOLCHAINS),
+        base: str | None = None, toolchains: list[str] | list[ResolvedToolchain] = list(DEFAULT_TOOLCHAINS),
         targets: list[str] = list(DEFAULT_TARGETS), config: Config | None = None,
         progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
         mcpu: str = DEFAULT_MCPU, thresholds: CostThresholds = CostThresholds(),
@@ -306,15 +301,16 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
     """The whole pipeline; returns (report, stats). ``builds`` is stage 2: ``build_all`` in this
     process (the default), or a ``ci.queue.coordinator.QueuedBuilds`` handing the jobs to workers.
     ``measure``: each vmlinux built is also measured under emulation (``ci.pipeline.measure``);
-    ``runtime``: when a measured fast path's change is a finding in the report."""
+    ``runtime``: when a measured fast path's change is a finding in the report. ``toolchains``: names,
+    looked up here once (unknown or missing ones fail before any work), or as a command resolved them."""
     check_cpu(mcpu)                         # an unknown CPU fails before any build too
     if measure is not None:
         from ci.pipeline.measure import check_available
         check_available()
-    for tc in toolchains:
-        info, _ = builder.toolchain_info(tc, config.arch if config else "x86_64")   # unknown or missing toolchains fail before any work
+    compilers = [resolved(tc, config or Config()) for tc in toolchains]   # before any work
+    for c in compilers:
         if config is not None:
-            check_lto(info, config)          # ThinLTO is clang's
+            check_lto(c.toolchain, config)   # ThinLTO is clang's
     if config is not None:
         check_linked_only(targets, config.lto)    # under LTO the .o files are bitcode: vmlinux only
     tree = open_tree(tree_spec)
@@ -325,7 +321,7 @@ def run(store: Store, tree_spec: str, range_spec: str | None = None, mbox: Path 
     else:
         raise InputError("give a commit range A..B or --series FILE.mbox")
     extra = {"measure": measure} if measure is not None else {}
-    stats = builds(store, plan, toolchains, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux, **extra)
-    stats.compared = compare_all(store, plan, toolchains, targets, config, thresholds, progress)
-    return report(store, plan, toolchains, targets, runtime), stats
+    stats = builds(store, plan, compilers, targets, config, progress, mcpu, keep_vmlinux=keep_vmlinux, **extra)
+    stats.compared = compare_all(store, plan, compilers, targets, config, thresholds, progress)
+    return report(store, plan, [c.name for c in compilers], targets, runtime), stats
 

@@ -29,10 +29,11 @@ from ci.pipeline import builder
 from ci.pipeline.measure import Measure
 from ci.pipeline.plan import RunPlan
 from ci.pipeline.run import BuildJob, RunStats, missing_targets, plan_jobs
-from ci.queue.names import QueueError, connect, describe, job_id, queue_name, shown
+from ci.queue.names import QueueError, connect, describe, flavour, job_id, queue_name, shown
 from ci.queue.trees import publish
 from ci.queue.wire import FUNCTION, SERIALIZER, SafeJob, job_args, workers
 from db.store import Store
+from toolchains.build import ResolvedToolchain
 from toolchains.kbuild import Config
 from toolchains.mca import DEFAULT_MCPU
 from toolchains.retention import DEFAULT_KEEP
@@ -79,7 +80,7 @@ class QueuedBuilds:
     def __post_init__(self) -> None:
         connect(self.redis_url)       # a bad URL or an unreachable Redis fails before any work
 
-    def __call__(self, store: Store, plan: RunPlan, toolchains: list[str], targets: list[str],
+    def __call__(self, store: Store, plan: RunPlan, toolchains: list[ResolvedToolchain], targets: list[str],
                  config: Config | None = None, progress: Callable[[str], None] = lambda s: None,
                  mcpu: str = DEFAULT_MCPU, keep_vmlinux: int = DEFAULT_KEEP, measure: Measure | None = None) -> RunStats:
         stats = RunStats()
@@ -99,25 +100,24 @@ class Run:
     """One coordinator's jobs, from enqueueing to each one stored or parked."""
 
     def __init__(self, cfg: QueuedBuilds, store: Store, jobs: list[BuildJob], stats: RunStats,
-                 progress: Callable[[str], None], versions: dict[str, str] | None = None):
+                 progress: Callable[[str], None]):
         from rq import Queue
-        from toolchains.build import toolchain_info
         self.cfg, self.store, self.stats, self.progress = cfg, store, stats, progress
         self.conn = connect(cfg.redis_url)
         self.identity = store.identity()          # what the jobs name their store by: no URL, no password
-        self.versions = versions or {tc: toolchain_info(tc)[1] for tc in {j.toolchain for j in jobs}}
-        self.queues = {tc: Queue(queue_name(tc), connection=self.conn, job_class=SafeJob, serializer=SERIALIZER)
-                       for tc in self.versions}
-        self.pending = {job_id(j, self.versions[j.toolchain]): j for j in jobs}
-        self.had = {jid: {t for t in j.targets if store.find_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
-                                                                   self.versions[j.toolchain])}
+        kinds = {(j.toolchain, j.config.arch) for j in jobs}     # one queue per toolchain and arch
+        self.queues = {k: Queue(queue_name(*k), connection=self.conn, job_class=SafeJob, serializer=SERIALIZER)
+                       for k in kinds}
+        self.pending = {job_id(j, j.compiler.version): j for j in jobs}
+        self.had = {jid: {t for t in j.targets if store.has_build(j.tree, j.commit.sha, j.toolchain, j.config_key, t,
+                                                                  j.compiler.version)}
                     for jid, j in self.pending.items()}          # stored before: re-analysis
         self.again = dict.fromkeys(self.pending, 0)              # times enqueued again
 
     def enqueue(self, jid: str, job: BuildJob) -> None:
         from rq import Retry
-        self.queues[job.toolchain].enqueue_call(
-            self.cfg.function, args=job_args(job, self.identity, self.versions[job.toolchain]), job_id=jid,
+        self.queues[(job.toolchain, job.config.arch)].enqueue_call(
+            self.cfg.function, args=job_args(job, self.identity, job.compiler.version), job_id=jid,
             timeout=job_timeout(self.cfg.job_timeout, job), result_ttl=RESULT_TTL, failure_ttl=PARKED_TTL, description=describe(job),
             retry=Retry(max=self.cfg.attempts - 1) if self.cfg.attempts > 1 else None)
 
@@ -130,7 +130,7 @@ class Run:
 
     def park(self, jid: str, why: str) -> None:
         job = self.pending.pop(jid)
-        line = f"{job.toolchain:9} {job.commit.sha[:12]} {' '.join(job.targets)}: parked after {self.cfg.attempts} attempt(s): {why} (job {jid})"
+        line = f"{job.toolchain + flavour(job):9} {job.commit.sha[:12]} {' '.join(job.targets)}: parked after {self.cfg.attempts} attempt(s): {why} (job {jid})"
         self.stats.parked.append(line)
         self.stats.lines.append(line)
         self.progress(line)
@@ -146,7 +146,7 @@ class Run:
 
     def stored(self, jid: str) -> bool:
         job = self.pending[jid]
-        return not missing_targets(self.store, job, self.versions[job.toolchain])
+        return not missing_targets(self.store, job)
 
     def wait(self) -> None:
         for jid, job in list(self.pending.items()):
@@ -158,7 +158,7 @@ class Run:
                 self.enqueue(jid, job)
         if self.pending:
             self.progress(f"queue: {len(self.pending)} job(s) on {shown(self.cfg.redis_url)} "
-                          f"({', '.join(sorted({queue_name(j.toolchain) for j in self.pending.values()}))})")
+                          f"({', '.join(sorted({queue_name(j.toolchain, j.config.arch) for j in self.pending.values()}))})")
         idle_note, down_since = time.monotonic(), None
         while self.pending:
             try:
@@ -181,8 +181,8 @@ class Run:
     def step(self) -> None:
         """One poll: RQ's abandoned-job clean-up, then each pending job against the store, then the queue."""
         from rq.registry import StartedJobRegistry
-        for tc in {j.toolchain for j in self.pending.values()}:
-            StartedJobRegistry(queue=self.queues[tc]).cleanup()     # abandoned jobs: retried or failed
+        for k in {(j.toolchain, j.config.arch) for j in self.pending.values()}:
+            StartedJobRegistry(queue=self.queues[k]).cleanup()     # abandoned jobs: retried or failed
         for jid in list(self.pending):
             if self.stored(jid):
                 self.finish(jid)
@@ -197,16 +197,15 @@ class Run:
                 self.requeue(jid, f"ended ({status}) without a stored result")
 
     def note_idle(self) -> None:
-        for tc in sorted({j.toolchain for j in self.pending.values()}):
-            if not workers(self.conn, self.queues[tc]):
-                self.progress(f"queue: no worker listens on {queue_name(tc)} (start one: sizewatch worker "
-                              f"--toolchains {tc} with $SIZEWATCH_REDIS and $SIZEWATCH_DB set); waiting")
+        for tc, arch in sorted({(j.toolchain, j.config.arch) for j in self.pending.values()}):
+            if not workers(self.conn, self.queues[(tc, arch)]):
+                self.progress(f"queue: no worker listens on {queue_name(tc, arch)} (start one: sizewatch worker "
+                              f"--toolchains {tc} --arch {arch} with $SIZEWATCH_REDIS and $SIZEWATCH_DB set); waiting")
 
     def finish(self, jid: str) -> None:
         """Count a job the store now holds and print its line (as the in-process run prints it)."""
         job = self.pending.pop(jid)
-        version = self.versions[job.toolchain]
-        builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, version)
+        builds = [self.store.find_build(job.tree, job.commit.sha, job.toolchain, job.config_key, t, job.compiler.version)
                   for t in job.targets]
         for t, b in zip(job.targets, builds):
             if t in self.had[jid]:

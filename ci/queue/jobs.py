@@ -35,6 +35,7 @@ from ci.queue.wire import BadPayload, job_from_dict
 from db.dialect import redact
 from db.errors import StoreError
 from db.store import Store, open_store
+from toolchains.build import toolchain_info
 
 T = TypeVar("T")
 KILL_ENV = "SIZEWATCH_QUEUE_KILL_AT"   # test hook: a commit prefix whose jobs SIGKILL their work horse
@@ -43,6 +44,7 @@ KILL_ENV = "SIZEWATCH_QUEUE_KILL_AT"   # test hook: a commit prefix whose jobs S
 class WorkerSettings:
     """Set by ``ci.queue.worker`` before the worker forks its horses (inherited by them)."""
     store: str | None = None               # the store URL or path, from the worker's env or file, never argv
+    arches: tuple[str, ...] = ("x86_64",)  # the arches the worker was started for (--arch)
     store_retries: int = 8                 # writes tried again this many times...
     store_retry_delay: float = 1.0         # ... after 1, 2, 4 ... s (at most 30 s apart)
 
@@ -85,10 +87,17 @@ def execute(job: dict, store: str, version: str) -> str:
 
     ``store`` (the coordinator's store identity) and ``version`` are what the coordinator waits on: a
     worker writing elsewhere, or holding another version of the compiler, would store a result it never
-    sees, so it refuses."""
-    from toolchains.build import toolchain_info
+    sees, so it refuses; so does a worker not started for the job's arch."""
+    def resolve_here(name: str, arch: str):
+        """The job's toolchain looked up here, once, for the job's arch: an arch this worker was not
+        started for is refused before its (cross) compiler is looked for."""
+        if arch not in WorkerSettings.arches:
+            raise QueueError(f"this worker builds {', '.join(WorkerSettings.arches)}, the job is for {arch} "
+                             f"(start one with --arch {arch})")
+        return toolchain_info(name, arch)
+
     try:
-        build = job_from_dict(job)
+        build = job_from_dict(job, resolve_here)
     except BadPayload as e:
         raise QueueError(f"refused: {e}") from None
     mine = WorkerSettings.store
@@ -102,7 +111,7 @@ def execute(job: dict, store: str, version: str) -> str:
             raise QueueError(f"this worker writes to {redact(mine)} ({here}), the job's coordinator reads {store}")
         return missing_targets(st, build)
 
-    here = toolchain_info(build.toolchain)[1]
+    here = build.compiler.version
     if here != version:
         raise QueueError(f"{build.toolchain} here is {here}, the coordinator wants {version}")
     _crash_point(build)

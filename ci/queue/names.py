@@ -1,8 +1,9 @@
 """Redis connections, queue names and job ids: what the coordinator, the workers and the status
 command must agree on.
 
-One RQ queue per toolchain (``sizewatch:gcc-12``), so a job goes to a worker holding that compiler
-and its warm build dirs. A job's id is derived from its key (tree, commit, toolchain with its exact
+One RQ queue per toolchain and arch (``sizewatch:gcc-12`` for x86_64, whose names predate arches as
+its config keys do; ``sizewatch:arm64:gcc-12`` for arm64), so a job goes to a worker holding that
+compiler for that arch (a cross compiler is another package) and its warm build dirs. A job's id is derived from its key (tree, commit, toolchain with its exact
 version, config, targets, CPU model), so a coordinator enqueuing the same work twice, or two
 coordinators, name one job, and a status line says which build it is.
 """
@@ -53,12 +54,17 @@ def shown(url: str) -> str:
     return redact(url)
 
 
-def queue_name(toolchain: str) -> str:
-    return PREFIX + toolchain
+def queue_name(toolchain: str, arch: str = "x86_64") -> str:
+    """The queue of ``toolchain``'s jobs for ``arch`` (x86_64's name has no arch: it predates arches)."""
+    return PREFIX + (toolchain if arch == "x86_64" else f"{arch}:{toolchain}")
 
 
-def toolchain_of(queue: str) -> str | None:
-    return queue[len(PREFIX):] if queue.startswith(PREFIX) else None
+def parse_queue(queue: str) -> tuple[str, str] | None:
+    """(toolchain, arch) of a sizewatch queue's name, None for any other name."""
+    if not queue.startswith(PREFIX):
+        return None
+    arch, _, tc = queue[len(PREFIX):].rpartition(":")
+    return tc, arch or "x86_64"
 
 
 def job_id(job: "BuildJob", version: str) -> str:
@@ -67,5 +73,12 @@ def job_id(job: "BuildJob", version: str) -> str:
     return f"sw-{job.toolchain}-{job.commit.sha[:12]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+def flavour(job: "BuildJob") -> str:
+    """What sets the job apart beyond its toolchain: `` arm64``, `` thinlto``, `` arm64 thinlto`` or ``""``
+    (x86_64 without LTO, as every job was before arches)."""
+    from toolchains.flavour import flavour as of
+    return of(job.config.arch, job.config.lto)
+
+
 def describe(job: "BuildJob") -> str:
-    return f"{job.toolchain} {job.commit.sha[:12]} {' '.join(job.targets)}"
+    return f"{job.toolchain}{flavour(job)} {job.commit.sha[:12]} {' '.join(job.targets)}"

@@ -1,8 +1,9 @@
 """``sizewatch queue status``: what the queue holds, read from Redis alone.
 
-Per toolchain queue: jobs waiting, running and parked; the workers with the toolchains they listen
-for, their state and current job; the running jobs with their worker and start; the parked jobs
-(failed on every attempt, see ``ci.queue.coordinator``) with their attempts and last error.
+Per queue (one per toolchain and arch): jobs waiting, running and parked; the workers with the
+toolchains and arches they listen for, their state and current job; the running jobs with their worker
+and start; the parked jobs (failed on every attempt, see ``ci.queue.coordinator``) with their attempts
+and last error.
 
 Everything shown comes from Redis, which anyone able to write to it may have forged (a description
 carrying newlines and terminal escapes would print status lines of its own): every string is cleaned
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from ci.bot.mailbox import clean_text
 from ci.queue.coordinator import last_error
-from ci.queue.names import PREFIX, QueueError, connect, shown, toolchain_of
+from ci.queue.names import PREFIX, QueueError, connect, parse_queue, shown
 from ci.queue.wire import SERIALIZER, SafeJob, workers
 
 MAX_SHOWN = 300                      # characters of one field from Redis
@@ -29,6 +30,7 @@ def _clean(v: object) -> str | None:
 class QueueRow:
     name: str
     toolchain: str
+    arch: str
     queued: int
     running: int
     parked: int
@@ -38,6 +40,7 @@ class QueueRow:
 class WorkerRow:
     name: str
     toolchains: list[str]
+    arches: list[str]
     state: str
     job: str | None
     last_heartbeat: str | None
@@ -94,8 +97,8 @@ def queue_status(redis_url: str) -> QueueStatus:
                          if q.name.startswith(PREFIX)), key=lambda q: q.name)
         for q in queues:
             started, failed = StartedJobRegistry(queue=q), FailedJobRegistry(queue=q)
-            out.queues.append(QueueRow(_clean(q.name), _clean(toolchain_of(q.name) or ""), q.count, started.count,
-                                       failed.count))
+            tc, arch = parse_queue(q.name) or ("", "")
+            out.queues.append(QueueRow(_clean(q.name), _clean(tc), _clean(arch), q.count, started.count, failed.count))
             for jid in started.get_job_ids():
                 job = fetch(jid)
                 if job is not None:
@@ -110,8 +113,9 @@ def queue_status(redis_url: str) -> QueueStatus:
             names = [n for n in w.queue_names() if n.startswith(PREFIX)]
             if not names:
                 continue
-            out.workers.append(WorkerRow(_clean(w.name), sorted(_clean(toolchain_of(n) or n) for n in names),
-                                         _clean(w.get_state()), _clean(w.get_current_job_id()),
+            pairs = [parse_queue(n) or (n, "") for n in names]
+            out.workers.append(WorkerRow(_clean(w.name), sorted({_clean(tc) for tc, _ in pairs}),
+                                         sorted({_clean(arch) for _, arch in pairs}), _clean(w.get_state()), _clean(w.get_current_job_id()),
                                          _iso(w.last_heartbeat), w.successful_job_count, w.failed_job_count))
     except RedisError as e:
         raise QueueError(f"{shown(redis_url)}: {e}") from None
@@ -129,7 +133,7 @@ def render(st: QueueStatus) -> str:
     lines += ["", "workers:"]
     if st.workers:
         for w in st.workers:
-            lines.append(f"  {w.name}  [{', '.join(w.toolchains)}]  {w.state}"
+            lines.append(f"  {w.name}  [{', '.join(w.toolchains)}] {', '.join(w.arches)}  {w.state}"
                          + (f"  job {w.job}" if w.job else "") + f"  done {w.done}, failed {w.failed}"
                          + (f"  heartbeat {w.last_heartbeat}" if w.last_heartbeat else ""))
     else:

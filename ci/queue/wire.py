@@ -7,7 +7,8 @@ coordinator reading the registries (issue 27). Here:
 - every queue, worker and registry uses RQ's ``JSONSerializer`` and ``SafeJob``, which forces it:
   job data, results and meta are JSON whatever serializer a caller passes, never unpickled;
 - a job's data must be exactly ``["ci.queue.jobs.execute", null, [JOB, STORE, VERSION], {}]``: JOB a
-  ``BuildJob`` as the dict ``job_to_dict`` writes (every field checked by ``job_from_dict``), STORE the
+  ``BuildJob`` as the dict ``job_to_dict`` writes (every field checked by ``job_from_dict``; its config
+  carries the arch, one of ``toolchains.registry.ARCHES``, and the fragment the LTO mode is read from), STORE the
   store's secret-free identity (``Store.identity``: a job carries no store URL), VERSION the compiler
   version. Anything else is refused before anything is imported or called: the job fails at once,
   without retries, with one line saying why (``JobRefused``), and stays parked;
@@ -20,7 +21,7 @@ import json
 import math
 import re
 from dataclasses import asdict
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from rq.exceptions import DeserializationError
 from rq.job import Job
@@ -29,6 +30,7 @@ from rq.serializers import JSONSerializer
 from ci.pipeline.measure import Measure
 from ci.pipeline.run import BuildJob
 from db.models import Commit
+from toolchains.build import ResolvedToolchain, toolchain_info
 from toolchains.kbuild import Config
 
 FUNCTION = "ci.queue.jobs.execute"
@@ -54,7 +56,8 @@ class JobRefused(DeserializationError):
 # --- BuildJob <-> JSON ------------------------------------------------------------------------------
 
 def job_to_dict(job: BuildJob) -> dict:
-    """``job`` as plain JSON data (what ``job_from_dict`` reads back equal)."""
+    """``job`` as plain JSON data (what ``job_from_dict`` reads back equal): its toolchain by name, a
+    stranger's name being resolved on the worker that takes the job."""
     return {"tree": job.tree, "tree_path": job.tree_path, "commit": asdict(job.commit), "toolchain": job.toolchain,
             "targets": list(job.targets),
             "config": {"base": job.config.base, "fragment": list(job.config.fragment), "arch": job.config.arch,
@@ -104,9 +107,13 @@ def _config(d: Any) -> Config:
     lines = d["fragment"]
     if not isinstance(lines, list) or len(lines) > 10_000:
         raise BadPayload("the config's fragment is not a list of config lines")
+    from toolchains.registry import ARCHES
+    arch = _text(d["arch"], "the config's arch", _NAME)
+    if arch not in ARCHES:
+        raise BadPayload(f"the config's arch {arch[:60]!r} is none sizewatch builds ({', '.join(ARCHES)})")
     return Config(_text(d["base"], "the config's base", _NAME),
                   tuple(_text(ln, "a config line", _CONFIG_LINE) for ln in lines),
-                  _text(d["arch"], "the config's arch", _NAME), _text(d["name"], "the config's name", _NAME, empty=True))
+                  arch, _text(d["name"], "the config's name", _NAME, empty=True))
 
 
 def _measure(d: Any) -> Measure | None:
@@ -124,8 +131,9 @@ def _measure(d: Any) -> Measure | None:
                    float(t))
 
 
-def job_from_dict(d: Any) -> BuildJob:
-    """The ``BuildJob`` of ``job_to_dict``'s data, every field checked; ``BadPayload`` says what is wrong."""
+def _job_fields(d: Any) -> dict:
+    """``job_to_dict``'s data as ``BuildJob``'s fields, every one checked (``BadPayload`` says what is
+    wrong), the toolchain still a name (``toolchain``) where ``BuildJob`` holds it resolved."""
     d = _fields(d, "the job", {"tree", "tree_path", "commit", "toolchain", "targets", "config", "mcpu",
                                "keep_vmlinux", "measure"})
     targets = d["targets"]
@@ -137,10 +145,19 @@ def job_from_dict(d: Any) -> BuildJob:
     tree_path = _text(d["tree_path"], "the tree's path")
     if not tree_path.startswith("/") or any(ord(c) < 32 for c in tree_path):
         raise BadPayload("the tree's path is not an absolute path")
-    return BuildJob(_text(d["tree"], "the tree", _NAME), tree_path, _commit(d["commit"]),
-                    _text(d["toolchain"], "the toolchain", _NAME), tuple(targets), _config(d["config"]),
-                    _text(d["mcpu"], "the CPU model", _MCPU), _int(d["keep_vmlinux"], "keep_vmlinux", 0, 1_000_000),
-                    _measure(d["measure"]))
+    return {"tree": _text(d["tree"], "the tree", _NAME), "tree_path": tree_path, "commit": _commit(d["commit"]),
+            "toolchain": _text(d["toolchain"], "the toolchain", _NAME), "targets": tuple(targets),
+            "config": _config(d["config"]), "mcpu": _text(d["mcpu"], "the CPU model", _MCPU),
+            "keep_vmlinux": _int(d["keep_vmlinux"], "keep_vmlinux", 0, 1_000_000), "measure": _measure(d["measure"])}
+
+
+def job_from_dict(d: Any, resolve: Callable[[str, str], ResolvedToolchain] = toolchain_info) -> BuildJob:
+    """The ``BuildJob`` of ``job_to_dict``'s data, every field checked (``BadPayload`` says what is wrong),
+    its toolchain name resolved for its config's arch by ``resolve`` (on the worker taking the job: a
+    ``BuildError`` when that compiler is unknown or not installed there)."""
+    f = _job_fields(d)
+    return BuildJob(f["tree"], f["tree_path"], f["commit"], resolve(f["toolchain"], f["config"].arch), f["targets"],
+                    f["config"], f["mcpu"], f["keep_vmlinux"], f["measure"])
 
 
 def job_args(job: BuildJob, store: str, version: str) -> list:
@@ -159,7 +176,7 @@ def check_data(data: Any, allowed: frozenset[str]) -> tuple[str, list]:
         raise BadPayload("it carries an instance or keyword arguments")
     if not isinstance(args, list) or len(args) != 3:
         raise BadPayload("its arguments are not [job, store, version]")
-    job_from_dict(args[0])
+    _job_fields(args[0])                   # checked only: its toolchain is resolved by the worker that runs it
     _text(args[1], "the store's identity", _STORE)
     _text(args[2], "the compiler version")
     return func, args

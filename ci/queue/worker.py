@@ -1,4 +1,9 @@
-"""``sizewatch worker``: an RQ worker listening on the queues of the toolchains it holds.
+"""``sizewatch worker``: an RQ worker listening on the queues of the toolchains and arches it holds.
+
+It serves each toolchain for each arch it is started for (``--arch x86_64,arm64``; x86_64 by default):
+one queue per pair (``ci.queue.names.queue_name``), every pair's compiler checked installed before it
+listens (arm64's is Debian's cross compiler). A job for an arch it was not started for (a job put on the
+wrong queue) is refused in one line (``ci.queue.jobs.execute``).
 
 RQ's forking ``Worker`` runs each job in a work horse, so a job that crashes (a compiler taking the
 process down, the kernel's OOM killer) costs that job, not the worker: RQ records the failure and the
@@ -94,25 +99,34 @@ def _worker_class():
 
 
 def run_worker(toolchains: list[str], redis_url: str, store: str, heartbeat: int = 30, burst: bool = False,
-               name: str | None = None, store_retries: int = 8, store_retry_delay: float = 1.0) -> bool:
-    """Work the queues of ``toolchains`` until stopped (SIGTERM/SIGINT: the job under way finishes
-    first; twice: at once), or until they are empty with ``burst``."""
+               name: str | None = None, store_retries: int = 8, store_retry_delay: float = 1.0,
+               arches: list[str] | None = None) -> bool:
+    """Work the queues of ``toolchains`` for ``arches`` (x86_64 when not given) until stopped
+    (SIGTERM/SIGINT: the job under way finishes first; twice: at once), or until they are empty with
+    ``burst``."""
     from toolchains.build import toolchain_info
+    from toolchains.registry import ARCHES
     if not toolchains:
         raise QueueError("give the toolchains this worker holds (--toolchains gcc-12,clang-19)")
-    for tc in toolchains:
-        toolchain_info(tc)                 # unknown or not installed here: refused before listening
+    arches = list(dict.fromkeys(arches or ["x86_64"]))
+    for arch in arches:
+        if arch not in ARCHES:
+            raise QueueError(f"--arch: unknown arch {arch!r} (known: {', '.join(ARCHES)})")
+    pairs = [(tc, arch) for tc in toolchains for arch in arches]
+    for tc, arch in pairs:
+        toolchain_info(tc, arch)           # unknown or not installed here: refused before listening
     with open_existing(store) as st:       # the store must be there and usable now
         identity = st.identity()
     WorkerSettings.store = store           # as given: opened by that name for each job
+    WorkerSettings.arches = tuple(arches)
     WorkerSettings.store_retries, WorkerSettings.store_retry_delay = store_retries, store_retry_delay
     conn = connect(redis_url)
     from rq import Queue
     # workers take jobs from their queues in order: each starts at another toolchain (a counter in
     # Redis), so workers sharing one host's build dirs do not queue up behind one toolchain's lock
-    k = int(conn.incr(PREFIX + "workers-started")) % len(toolchains)
-    queues = [Queue(queue_name(tc), connection=conn, job_class=SafeJob, serializer=SERIALIZER)
-              for tc in toolchains[k:] + toolchains[:k]]
+    k = int(conn.incr(PREFIX + "workers-started")) % len(pairs)
+    queues = [Queue(queue_name(tc, arch), connection=conn, job_class=SafeJob, serializer=SERIALIZER)
+              for tc, arch in pairs[k:] + pairs[:k]]
     worker = _worker_class()(queues, connection=conn, job_monitoring_interval=heartbeat,
                              maintenance_interval=max(heartbeat * 2, 10), job_class=SafeJob, serializer=SERIALIZER,
                              name=name or f"{socket.gethostname()}.{os.getpid()}")

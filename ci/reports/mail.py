@@ -115,10 +115,8 @@ def reasons_block(items: list[Reportable], affected: list[ToolchainReport]) -> l
             if r.toolchain == t.toolchain and r.reasons and r.function not in seen:
                 seen[r.function] = r.reasons[0]
         for f in t.changes:
-            d = f.data.get("details", {}) if isinstance(f.data, dict) else {}
-            reason = d.get("reason") or next(iter(d.get("reasons") or []), None)
-            if reason and f.function not in seen:
-                seen[f.function] = str(reason)
+            if f.details.reason and f.function not in seen:
+                seen[f.function] = f.details.reason
         if not seen:
             continue
         out.append(f"{t.toolchain}:")

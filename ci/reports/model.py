@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from analyzer import bloat, formats
 from analyzer.bloat import Comparison, SymbolSet
-from analyzer.cost import MEASURES, CostChange, compare_costs, measure
+from analyzer.likely_path_cost import MEASURES, CostChange, compare_costs, measure
 from analyzer.inline_cost import InlineCost
 from analyzer.inline_cost_diff import (CalleeDelta, CallerDelta, FileDelta, InlineCostDiff,
                                       compare as compare_inline_cost)
@@ -29,7 +29,9 @@ from db.errors import StoreError
 from db.inline_cost import scope_note, to_inline_cost
 from db.models import Build, Commit, FindingRow, Series, SymbolRow
 from db.store import Store
+from toolchains.flavour import lto_of_key
 from toolchains.registry import sort_key
+from toolchains.targets import is_linked
 
 
 def _size_dict(s: SectionSizes | None) -> dict | None:
@@ -156,6 +158,8 @@ class ToolchainReport:
     likely_paths: list[tuple[str, CostChange]] = field(default_factory=list)   # (object, change) per hot function
     text: int | None = None             # the build's objects' .text bytes, this build
     base_text: int | None = None        # and its parent's
+    arch: str = "x86_64"                # the config's kernel arch
+    lto: str = ""                       # "thin": built with ThinLTO (toolchains.flavour)
 
     @property
     def link_changed(self) -> list[Move]:
@@ -187,7 +191,8 @@ class ToolchainReport:
 
     def to_dict(self) -> dict:
         return {"toolchain": self.toolchain, "toolchain_version": self.toolchain_version, "target": self.target,
-                "config": self.config_key, "status": self.status, "build_id": self.build_id,
+                "config": self.config_key, "arch": self.arch, "lto": self.lto or "none", "status": self.status,
+                "build_id": self.build_id,
                 "base_build_id": self.base_build_id, "base_status": self.base_status, "seconds": self.seconds,
                 "tables": [formats.table_dict(t) for t in self.tables], "bloat_text": self.bloat_text,
                 "findings": [f.to_dict() for f in self.findings], "errors": self.errors, "analyzed": self.analyzed,
@@ -313,7 +318,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     ``runtime``: when a measured fast path's change is a finding."""
     rep = ToolchainReport(build.toolchain, build.toolchain_version, build.target, build.config_key,
                           build.status, build.id, errors=build.errors, seconds=build.seconds,
-                          analyzed=build.analysis_version > 0)
+                          analyzed=build.analysis_version > 0, arch=build.arch, lto=lto_of_key(build.config_key))
     base = (store.find_build(build.tree, parent_sha, build.toolchain, build.config_key, build.target,
                              build.toolchain_version) if parent_sha else None)
     if base is not None:
@@ -321,7 +326,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
     if base is not None and base.status == "ok" and build.status == "ok":
         rep.tables = comparison_tables(store, base.id, build.id, cache)
         rep.inline_cost = stored_inline_report(store, base.id, build.id)
-    if build.target == "vmlinux" and build.status == "ok":
+    if is_linked(build.target) and build.status == "ok":
         rep.size = stored_size(store, build.id)
         if base is not None and base.status == "ok":
             rep.base_size = stored_size(store, base.id)
@@ -337,7 +342,7 @@ def toolchain_report(store: Store, build: Build, parent_sha: str | None, cache: 
         base_objects = store.objects_for(base.id)
         rep.base_text = sum(o.text for o in base_objects) if base_objects else None
     rep.findings = store.findings_for(build.id, rep.base_build_id)
-    if build.target == "vmlinux":
+    if is_linked(build.target):
         rep.runtime = runtime_report(store, build.id, base.id if base is not None else None)
         rep.findings += runtime_findings(rep, runtime)
     if build.status == "ok":            # linked targets (0015); nothing stored for objects
@@ -364,8 +369,9 @@ def commit_report(store: Store, rev: str, tree: str | None = None, toolchains: l
     for b in builds:                    # several compiler versions of one name: the latest build
         latest[(b.toolchain, b.config_key, b.target)] = b
     order = {t: i for i, t in enumerate(toolchains or [])}      # the caller's order, else gcc then clang by version
+    # then x86_64 before the other arches (whichever was written first: workers finish in any order)
     chosen = sorted(latest.values(), key=lambda b: (order.get(b.toolchain, len(order)), sort_key(b.toolchain),
-                                                    b.target))
+                                                    b.arch != "x86_64", b.arch, b.target))
     reps = [toolchain_report(store, b, commit.parent_sha, cache, runtime) for b in chosen]
     return PatchReport(commit, subject=commit.subject, toolchains=reps)
 

@@ -40,7 +40,9 @@ def check_token() -> None:
 def _rerun_args(store: Store, commit: Commit) -> list[str]:
     from toolchains.registry import all_toolchains
     known = {t.name for t in all_toolchains()}
-    builds = store.builds_for_commit(commit.sha, commit.tree)
+    from toolchains.flavour import matches
+    arch, lto = _asked(request.form or request.args)
+    builds = [b for b in store.builds_for_commit(commit.sha, commit.tree) if matches(b.arch, b.config_key, arch, lto)]
     raw = (request.form.get("toolchains") or request.args.get("toolchains") or "").strip()
     if raw:
         tcs = [t.strip() for t in raw.split(",") if t.strip()]
@@ -52,20 +54,45 @@ def _rerun_args(store: Store, commit: Commit) -> list[str]:
     targets = sorted({b.target for b in builds}) or list(DEFAULT_TARGETS)
     tree = store.tree_path(commit.tree) or commit.tree.removeprefix("linux-")
     rng = f"{commit.parent_sha}..{commit.sha}" if commit.parent_sha else commit.sha
+    config = _asked_args(builds, arch, lto)
     return ["run", rng, "--tree", tree, "--toolchains", ",".join(tcs), "--targets", ",".join(targets),
-            *_config_args(builds), *context.settings().db_args()[0]]
+            *config, *context.settings().db_args()[0]]
 
 
 def _config_args(builds) -> list[str]:
     """``--config NAME`` when the stored builds used one named config other than the default (a
     re-run or bisect of an ``allocator`` commit builds ``allocator`` again, not defconfig), with
-    ``--lto thin`` when that config was built with ThinLTO."""
-    from toolchains.kbuild import preset_of
-    got = {preset_of(b.config_key) for b in builds}
+    ``--arch arm64`` and ``--lto thin`` when that config was built for arm64 or with ThinLTO
+    (``toolchains.flavour.run_flags``)."""
+    from toolchains.flavour import run_flags
+    got = {tuple(f) if (f := run_flags(b.config_key)) is not None else None for b in builds}
     if len(got) != 1 or None in got:
         return []
-    name, _arch, lto = got.pop()
-    return ([] if name == "defconfig" else ["--config", name]) + (["--lto", lto] if lto else [])
+    return list(got.pop())
+
+
+def _asked_args(builds, arch: str | None, lto: str | None) -> list[str]:
+    """``_config_args`` of the builds of the arch and LTO mode asked for, with ``--arch``/``--lto`` added
+    when none of them is stored yet (a first arm64 build of a commit)."""
+    config = _config_args(builds)
+    if arch not in (None, "x86_64") and "--arch" not in config:
+        config += ["--arch", arch]
+    if lto == "thin" and "--lto" not in config:
+        config += ["--lto", lto]
+    return config
+
+
+def _asked(where) -> tuple[str | None, str | None]:
+    """The arch and LTO mode a form asks for (``arch``, ``lto``: the commit page's filter, so a re-run
+    from an arm64 page builds arm64 when the commit has x86_64 builds too); None: not asked."""
+    from toolchains.flavour import LTO_MODES
+    from toolchains.registry import ARCHES
+    arch, lto = (where.get("arch") or "").strip() or None, (where.get("lto") or "").strip() or None
+    if arch is not None and arch not in ARCHES:
+        abort(400, description=f"arch={arch[:20]!r}: expected one of {', '.join(ARCHES)}")
+    if lto is not None and lto not in LTO_MODES:
+        abort(400, description=f"lto={lto[:20]!r}: expected one of {', '.join(LTO_MODES)}")
+    return arch, lto
 
 
 def start_rerun(rev: str) -> tuple[Job, bool]:
@@ -128,10 +155,14 @@ def _bisect_args(store: Store, name: str) -> tuple[str, list[str]]:
         abort(400, description=f"target={target[:80]!r}: expected an object path like mm/page_alloc.o")
     tree = store.tree_path(first.tree) or first.tree.removeprefix("linux-")
     rng = f"{first.sha}..{last.sha}"
-    return (f"bisect {name} {rng} {tc} {' '.join(flag)} {target}",
-            ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target,
-             *_config_args([b for b in store.builds_for_commit(last.sha, last.tree)
-                            if b.toolchain == tc and b.target == target]),
+    from toolchains.flavour import matches
+    arch, lto = _asked(f)              # the function line's arch and LTO mode (gcc-12 arm64), when given
+    config = _asked_args([b for b in store.builds_for_commit(last.sha, last.tree)
+                          if b.toolchain == tc and b.target == target and matches(b.arch, b.config_key, arch, lto)],
+                         arch, lto)
+    key = " ".join(x for x in (arch if arch not in (None, "x86_64") else "", "thinlto" if lto == "thin" else "") if x)
+    return (f"bisect {name} {rng} {tc}{' ' + key if key else ''} {' '.join(flag)} {target}",
+            ["bisect", name, rng, "--toolchain", tc, *flag, "--tree", tree, "--target", target, *config,
              *context.settings().db_args()[0]])
 
 

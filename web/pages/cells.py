@@ -1,10 +1,12 @@
-"""One dashboard cell: a commit's builds under one toolchain (all its targets) against the parent's,
-from ``Store.build_summaries``; and a series' column of such cells summed up."""
+"""One dashboard cell: a commit's builds under one toolchain, arch and LTO mode (all its targets) against
+the parent's, from ``Store.build_summaries``; and a series' column of such cells summed up. A column is
+a toolchain's label (``toolchains.flavour``: ``gcc-12``, ``gcc-12 arm64``, ``clang-19 thinlto``): builds of
+two arches are never added up into one cell."""
 from __future__ import annotations
 
 from analyzer.kinds import severity_rank
 from db.models import BuildSummary, FindingRow
-from toolchains.registry import sort_key
+from toolchains.flavour import label, label_key, lto_of_key, matches
 
 _STATUS_RANK = {"killed": 0, "timeout": 1, "failed": 2, "ok": 3}
 
@@ -76,13 +78,34 @@ def column(cells: list[dict], not_applied: int = 0) -> dict:
     }
 
 
-def by_commit(summaries: list[BuildSummary]) -> dict[str, dict[str, dict]]:
-    """{sha: {toolchain: cell}} with toolchains in display order."""
+def by_commit(summaries: list[BuildSummary], arch: str | None = None,
+              lto: str | None = None) -> dict[str, dict[str, dict]]:
+    """{sha: {label: cell}} with labels in display order; only the builds of ``arch`` and ``lto``
+    (``?arch=``, ``?lto=``; None: all)."""
     grouped: dict[str, dict[str, list[BuildSummary]]] = {}
     for s in summaries:
-        grouped.setdefault(s.commit_sha, {}).setdefault(s.toolchain, []).append(s)
-    return {sha: {tc: cell(tcs[tc]) for tc in sorted(tcs, key=sort_key)} for sha, tcs in grouped.items()}
+        if matches(s.arch, s.config_key, arch, lto):
+            grouped.setdefault(s.commit_sha, {}).setdefault(label(s.toolchain, s.arch, lto_of_key(s.config_key)),
+                                                             []).append(s)
+    return {sha: {tc: cell(tcs[tc]) for tc in sorted(tcs, key=label_key)} for sha, tcs in grouped.items()}
 
 
 def toolchains_of(cells_by_sha: dict[str, dict[str, dict]]) -> list[str]:
-    return sorted({tc for cells in cells_by_sha.values() for tc in cells}, key=sort_key)
+    return sorted({tc for cells in cells_by_sha.values() for tc in cells}, key=label_key)
+
+
+def filter_links(arch: str | None, lto: str | None, keep: dict[str, str | None] | None = None) -> list[dict]:
+    """The ``?arch=``/``?lto=`` choices a page offers, each a link keeping the page's other query
+    parameters (``keep``) and the other filter: ``{"what", "value", "url", "current"}``."""
+    from urllib.parse import urlencode
+
+    from toolchains.flavour import LTO_MODES
+    from toolchains.registry import ARCHES
+    out = []
+    for what, values, now in (("arch", ARCHES, arch), ("lto", LTO_MODES, lto)):
+        for value in (None, *values):
+            q = {**{k: v for k, v in (keep or {}).items() if v}, "arch": arch, "lto": lto, what: value}
+            query = urlencode({k: v for k, v in q.items() if v})
+            out.append({"what": what, "value": value or "all", "url": f"?{query}" if query else "?",
+                        "current": value == now})
+    return out

@@ -15,11 +15,14 @@ from analyzer import formats
 from analyzer.bloat import Comparison
 from analyzer.clones import parse
 from analyzer import link_views
+from analyzer.finding_details import Crossing, InlineChange, NowInlined, NowOutOfLine, OutOfLineCopy
 from ci.reports import text as render
 from ci.reports.model import PatchReport, ToolchainReport, commit_report, finding_order
 from db.models import Commit, FindingRow
 from db.store import Store
+from toolchains.flavour import label, matches
 from web import context, params
+from web.pages.cells import filter_links
 from web.pages.runtime_rows import commit_runtime
 
 bp = Blueprint("commit", __name__)
@@ -53,24 +56,24 @@ def _clone_groups(t: Comparison) -> list[dict]:
     return out
 
 
-def _details(f: FindingRow) -> dict:
-    return f.data.get("details", {}) if isinstance(f.data, dict) else {}
-
-
 def _finding(f: FindingRow) -> dict:
-    d = _details(f)
+    d = f.details
+    change = d if isinstance(d, InlineChange) else None
+    copy = d if isinstance(d, OutOfLineCopy) else None
     return {"kind": f.kind, "function": f.function, "severity": f.severity or "info", "message": f.message,
-            "reason": d.get("reason") or next(iter(d.get("reasons") or []), None),
-            "was": d.get("base"), "now": d.get("head") if isinstance(d.get("head"), str) else None,
-            "declared": d.get("declared_head") or d.get("declared"),
-            "pushed_by": d.get("pushed_by", []), "inlined_into": d.get("inlined_into", {}),
-            "size": d.get("size") if "size" in d else d.get("base_size")}
+            "reason": d.reason, "was": change.base or None if change else None,
+            "now": change.head or None if change else None,
+            "declared": change.declared_head if change else copy.declared if copy else None,
+            "pushed_by": list(d.pushed_by) if isinstance(d, NowOutOfLine) else [],
+            "inlined_into": d.inlined_into if isinstance(d, NowInlined) else {},
+            "size": d.base_size if isinstance(d, NowInlined) else d.size if isinstance(d, (NowOutOfLine, OutOfLineCopy))
+            else None}
 
 
 def _crossing(f: FindingRow) -> dict:
-    d = _details(f)
-    return {"function": f.function, "message": f.message, "delta": d.get("delta"), "crossed": d.get("crossed", []),
-            "placed": d.get("placed", False), "base": d.get("base", {}), "head": d.get("head", {})}
+    d = f.details if isinstance(f.details, Crossing) else Crossing()
+    return {"function": f.function, "message": f.message, "delta": d.delta, "crossed": list(d.crossed),
+            "placed": d.placed, "base": d.base.to_dict() if d.base else {}, "head": d.head.to_dict() if d.head else {}}
 
 
 def _link(t: ToolchainReport) -> dict | None:
@@ -90,8 +93,10 @@ def _link(t: ToolchainReport) -> dict | None:
 def toolchain_data(t: ToolchainReport) -> dict:
     """The page's data for one toolchain: the report model's (ci.reports.model), rendered; nothing
     is read from the store here, so the page, ``sizewatch report`` and the mail cannot disagree."""
+    col = label(t.toolchain, t.arch, t.lto)
     return {
         "toolchain": t.toolchain, "version": t.toolchain_version, "target": t.target, "config": t.config_key,
+        "arch": t.arch, "lto": t.lto or "none", "label": col, "anchor": col.replace(" ", "-"),
         "status": t.status, "build_id": t.build_id, "base_build_id": t.base_build_id, "base_status": t.base_status,
         "seconds": t.seconds, "analyzed": t.analyzed, "errors": t.errors,
         "text": {"old": t.base_text, "new": t.text,
@@ -112,14 +117,20 @@ def toolchain_data(t: ToolchainReport) -> dict:
     }
 
 
-def report_for(store: Store, commit: Commit, toolchains: list[str] | None, target: str | None) -> PatchReport:
-    return commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None,
-                         cache=context.symbol_cache())
+def report_for(store: Store, commit: Commit, toolchains: list[str] | None, target: str | None,
+               arch: str | None = None, lto: str | None = None) -> PatchReport:
+    """The commit's report, only the builds of ``arch`` and ``lto`` when given (``?arch=``, ``?lto=``)."""
+    rep = commit_report(store, commit.sha, commit.tree, toolchains, [target] if target else None,
+                        cache=context.symbol_cache())
+    rep.toolchains = [t for t in rep.toolchains if matches(t.arch, t.config_key, arch, lto)]
+    return rep
 
 
-def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, target: str | None = None) -> dict:
+def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, target: str | None = None,
+                arch: str | None = None, lto: str | None = None) -> dict:
+    """The patch page's data; ``arches``: those the commit has builds of (the re-run form's choice)."""
     commit = find_commit(store, rev)
-    rep = report_for(store, commit, toolchains, target)
+    rep = report_for(store, commit, toolchains, target, arch, lto)
     series = []
     for s in store.series_for_commit(commit.sha):
         pos = next((p.position for p in s.patches if p.commit_sha == commit.sha), None)
@@ -129,14 +140,18 @@ def commit_data(store: Store, rev: str, toolchains: list[str] | None = None, tar
     return {"commit": commit.to_dict(), "series": series,
             "parent": {"sha": commit.parent_sha, "subject": parent.subject if parent else None,
                        "stored": parent is not None},
-            "toolchains": [toolchain_data(t) for t in rep.toolchains],
+            "toolchains": [toolchain_data(t) for t in rep.toolchains], "arch": arch, "lto": lto,
+            "filters": filter_links(arch, lto, {"toolchains": ",".join(toolchains or []), "target": target}),
+            "arches": sorted({b.arch for b in store.builds_for_commit(commit.sha, commit.tree)},
+                             key=lambda a: (a != "x86_64", a)),
             "links": {"text": f"/commit/{commit.sha}.txt", "json": f"/api/commit/{commit.sha}",
-                      "matrix": f"/matrix/{commit.sha}", "rerun": f"/api/commit/{commit.sha}/rerun",
+                      "matrix": f"/matrix/{commit.sha}" + (f"?arch={arch}" if arch else ""), "rerun": f"/api/commit/{commit.sha}/rerun",
                       "parent": f"/commit/{commit.parent_sha}" if parent else None}}
 
 
 def _args() -> dict:
-    return {"toolchains": params.toolchains_arg(), "target": params.target_arg()}
+    return {"toolchains": params.toolchains_arg(), "target": params.target_arg(), "arch": params.arch_arg(),
+            "lto": params.lto_arg()}
 
 
 @bp.get("/commit/<rev>")
@@ -154,7 +169,7 @@ def api(rev: str):
 def text(rev: str):
     store = context.store()
     args = _args()
-    rep = report_for(store, find_commit(store, rev), args["toolchains"], args["target"])
+    rep = report_for(store, find_commit(store, rev), **args)
     return render.patch_text(rep), 200, {"Content-Type": "text/plain; charset=utf-8"}
 
 

@@ -10,6 +10,7 @@ from flask import Blueprint, abort, jsonify, render_template
 from db.models import Commit, FunctionLine, InlinePoint
 from db.store import Store
 from web import charts, context, params
+from toolchains.flavour import label as line_label
 from web.pages.runtime_rows import function_runtime
 
 bp = Blueprint("function", __name__)
@@ -34,7 +35,8 @@ def changes(chart: dict, lines: list[tuple[str, FunctionLine]], commits: list[Co
     out = []
     for i, tc, _, j, ln, col in reversed(latest[-limit:] if limit else []):
         c, old, new = commits[i], col["size"][j], col["size"][i]
-        out.append({"commit": c.sha, "subject": c.subject, "date": c.date, "toolchain": tc, "target": ln.target,
+        out.append({"commit": c.sha, "subject": c.subject, "date": c.date, "toolchain": tc, "line": col["label"],
+                    "target": ln.target,
                     "old": old, "new": new, "delta": None if new is None or old is None else new - old,
                     "was": charts.status_text(ln, j, col["state"][j]),
                     "now": charts.status_text(ln, i, col["state"][i]),
@@ -95,17 +97,19 @@ def inlined_data(points: list[InlinePoint], limit: int) -> dict | None:
         return None
     last: dict[tuple[str, str], InlinePoint] = {}
     changed = []
-    for p in points:                    # history order
-        key = (p.toolchain, p.target)
+    for p in points:                    # history order; an arm64 or ThinLTO build: a line of its own
+        key = (line_label(p.toolchain, p.arch, p.lto), p.target)
         prev = last.get(key)
         if prev is not None and (prev.instances, prev.bytes) != (p.instances, p.bytes):
-            changed.append({"commit": p.commit_sha, "subject": p.subject, "toolchain": p.toolchain, "target": p.target,
+            changed.append({"commit": p.commit_sha, "subject": p.subject, "toolchain": p.toolchain, "line": key[0],
+                            "target": p.target,
                             "instances_old": prev.instances, "instances_new": p.instances, "old": prev.bytes,
                             "new": p.bytes, "delta": p.bytes - prev.bytes, "url": f"/commit/{p.commit_sha}"})
         last[key] = p
-    current = [{"toolchain": p.toolchain, "target": p.target, "commit": p.commit_sha, "instances": p.instances,
-                "bytes": p.bytes, "including": p.including, "callers": p.callers, "units": p.units,
-                "decl_files": p.decl_files} for p in sorted(last.values(), key=lambda p: (p.toolchain, p.target))]
+    current = [{"toolchain": p.toolchain, "line": line, "target": p.target, "commit": p.commit_sha,
+                "instances": p.instances, "bytes": p.bytes, "including": p.including, "callers": p.callers,
+                "units": p.units, "decl_files": p.decl_files}
+               for (line, _), p in sorted(last.items(), key=lambda kv: (kv[1].toolchain, kv[0][0], kv[1].target))]
     return {"current": current, "changes": changed[::-1][:limit] if limit else [], "changes_total": len(changed),
             "points": len(points)}
 
@@ -130,7 +134,8 @@ def function_data(store: Store, name: str, toolchain: str | None = None, target:
     current = []
     for (label, ln), st in zip(lines, states):
         i = next(k for k in range(len(st) - 1, -1, -1) if st[k] is not None)     # the line's latest point
-        current.append({"line": label, "toolchain": ln.toolchain, "commit": series.commits[i].sha,
+        current.append({"line": label, "toolchain": ln.toolchain, "arch": ln.arch, "lto": ln.lto or "none",
+                        "commit": series.commits[i].sha,
                         "size": ln.size[i] if ln.status[i] == "ok" else None,
                         "status": charts.status_text(ln, i, st[i])})
     return {"function": name, "toolchain": toolchain, "target": target, "points": series.points,

@@ -37,16 +37,20 @@ PAGE_ROWS = 100
 
 
 def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | None = None,
-                limit: int = PAGE_ROWS, offset: int = 0) -> dict:
+                limit: int = PAGE_ROWS, offset: int = 0, arch: str | None = None) -> dict:
     """Rows by spread (largest minus smallest size), widest first, a page of ``limit`` rows from
     ``offset``; each cell says whether it is the row's largest or smallest, so the page only prints.
     The rows were ranked when the commit's builds were written (db.matrix, 0013): a request reads its
     page of them. A commit stored before that is ranked here, the same way. Cells are prepared for
-    the rows shown only (a commit has ~600 functions, 8 toolchains each)."""
+    the rows shown only (a commit has ~600 functions, 8 toolchains each). One matrix per arch
+    (``arch``; default x86_64, else the commit's only arch), with links to the others."""
     commit = find_commit(store, rev)
-    table = store.matrix_table(commit.sha, commit.tree, target, show_all, limit, offset)
+    arches = sorted({b.arch for b in store.builds_for_commit(commit.sha, commit.tree)},
+                    key=lambda a: (a != "x86_64", a))
+    arch = arch or (arches[0] if arches else "x86_64")
+    table = store.matrix_table(commit.sha, commit.tree, target, show_all, limit, offset, arch)
     if table is None:
-        whole = _matrix.rank(store.toolchain_matrix(commit.sha, commit.tree, target))
+        whole = _matrix.rank(store.toolchain_matrix(commit.sha, commit.tree, target, arch))
         table = _matrix.page(whole, show_all, limit, offset)
     tcs = table.toolchains
     out = []
@@ -65,9 +69,11 @@ def matrix_data(store: Store, rev: str, show_all: bool = False, target: str | No
                          "clones": " ".join(x[len(line.function):] for x in syms if x != line.function)}
         out.append({"function": line.function, "spread": line.spread, "cells": cells})
     # with ?all=1 every row is counted as shown (as the page always did)
-    return {"commit": commit.to_dict(), "toolchains": tcs, "all": show_all, "functions": table.functions,
+    aq = "" if arch == "x86_64" else f"?arch={arch}"
+    return {"commit": commit.to_dict(), "arch": arch, "toolchains": tcs, "all": show_all, "functions": table.functions,
             "differing": table.functions if show_all else table.differing, "rows": out, "limit": limit,
-            "offset": offset, "links": {"commit": f"/commit/{commit.sha}", "json": f"/api/matrix/{commit.sha}"}}
+            "offset": offset, "links": {"commit": f"/commit/{commit.sha}{aq}", "json": f"/api/matrix/{commit.sha}{aq}",
+                                        "arches": {a: f"/matrix/{commit.sha}?arch={a}" for a in arches}}}
 
 
 @bp.app_template_filter("matrix_cells")
@@ -91,7 +97,7 @@ def matrix_cells(row: dict, toolchains: list[str]) -> Markup:
 def _args() -> dict:
     return {"show_all": params.flag_arg("all"), "target": params.target_arg(),
             "limit": params.int_arg("limit", PAGE_ROWS, 1, 1_000_000),
-            "offset": params.int_arg("offset", 0, 0, 1_000_000)}
+            "offset": params.int_arg("offset", 0, 0, 1_000_000), "arch": params.arch_arg()}
 
 
 @bp.get("/matrix/<rev>")

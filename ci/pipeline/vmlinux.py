@@ -7,7 +7,7 @@ read whole. Symbols and ``size`` totals come from ``ci.pipeline.objects`` like a
 
 The pipeline reads a built vmlinux in one place (``ci.pipeline.run._record``, under the reader
 lock that keeps the retention pass away): this analysis, the hot functions at their link
-addresses (``ci.pipeline.link``) and the inline cost (``ci.pipeline.inline_costs``).
+addresses (``ci.pipeline.link_layout``) and the inline cost (``ci.pipeline.inline_costs``).
 """
 from __future__ import annotations
 
@@ -26,11 +26,6 @@ def unit_remarks(remarks: dict[str, list[Path]]) -> list[Path]:
     same build made it (same commit, toolchain and config: the object linked into this vmlinux
     is that compile's, so its reasons explain the vmlinux's inlining too)."""
     return remarks.get("vmlinux") or remarks.get(ALLOCATOR_OBJECT, [])
-
-
-def is_linked_target(target: str) -> bool:
-    """``vmlinux`` (a linked image analyzed per unit) rather than an object or a directory."""
-    return target == "vmlinux"
 
 
 def analyze_vmlinux(path: Path, source_root: Path | None, remarks: list[Path], mcpu: str = DEFAULT_MCPU,

@@ -15,18 +15,14 @@ from analyzer.hotpaths import HotPaths
 from analyzer.link_layout import HotPlacement, Move, compare, file_layout, text_map_from_rows
 from db.models import FindingRow
 from db.store import Store
-from ci.pipeline.linked import is_linked_target
+from toolchains.targets import is_linked
 
 CAUSES_KEPT = 12             # causes stored per move (the largest; the by_* sums keep every byte)
 
 
-def linked(target: str) -> bool:
-    return is_linked_target(target)
-
-
 def layout(path: Path, target: str, hot: HotPaths | None = None) -> list[HotPlacement]:
     """The hot functions of a built target at their link addresses; [] for targets that are not linked."""
-    if not linked(target):
+    if not is_linked(target):
         return []
     lay, _ = file_layout(path, hot)
     return lay.functions

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from analyzer.cost import FunctionCost, compare_costs
+from analyzer.likely_path_cost import FunctionCost, compare_costs
 from analyzer.likely_path import likely_path
 from conftest import FIXTURES, sizediff_cmd, sizewatch_cmd
 from toolchains.mca import McaError, estimate, mca_source
@@ -121,7 +121,7 @@ def _fc(name, calls=("f",), insns=10, nbytes=40, lines=1, cycles=100):
 
 
 def test_cost_findings_thresholds():
-    from analyzer.cost import CostThresholds, cost_findings
+    from analyzer.likely_path_cost import CostThresholds, cost_findings
     base = [_fc("a"), _fc("b"), _fc("c"), _fc("d")]
     head = [_fc("a", calls=("f", "g")), _fc("b", nbytes=80, lines=2), _fc("c", cycles=109), _fc("d", lines=2)]
     got = {(f.kind, f.function) for f in cost_findings(compare_costs(base, head))}
@@ -187,7 +187,7 @@ def test_commit_page_shows_likely_path_table(example_store, tmp_path):
 
 
 def test_cost_thresholds_are_checked():
-    from analyzer.cost import CostThresholds
+    from analyzer.likely_path_cost import CostThresholds
     from analyzer.errors import InputError
     for kw, msg in (({"lines": -1}, "cost lines threshold"), ({"lines": 1.5}, "cost lines threshold"),
                     ({"cycles_percent": -1}, "cost cycles threshold"),
@@ -199,7 +199,7 @@ def test_cost_thresholds_are_checked():
 def test_cycles_for_different_cpus_are_not_compared():
     """A base estimated for skylake-avx512 and a head for znver3: no cycles finding, and it is named."""
     from dataclasses import replace
-    from analyzer.cost import CostThresholds, cost_findings, mcpu_mismatches
+    from analyzer.likely_path_cost import CostThresholds, cost_findings, mcpu_mismatches
     base, head = [_fc("c")], [replace(_fc("c", cycles=200), mcpu="znver3")]
     changes = compare_costs(base, head)
     assert cost_findings(changes, CostThresholds(cycles_percent=1)) == []
@@ -228,7 +228,7 @@ def test_run_thresholds_change_stored_findings(example_store, tmp_path):
     the likely-path findings the thresholds give, computed here from the stored paths, and a run with
     the defaults gives the original findings back."""
     import sqlite3
-    from analyzer.cost import CostThresholds, cost_findings
+    from analyzer.likely_path_cost import CostThresholds, cost_findings
     from conftest import EXAMPLE_MBOX, EXAMPLE_TOOLCHAINS
     from db.store import open_store
     db = tmp_path / "store.db"
@@ -283,7 +283,7 @@ def test_run_thresholds_change_stored_findings(example_store, tmp_path):
 
 def test_cost_table_does_not_compare_cycles_across_cpus():
     from dataclasses import replace
-    from analyzer.cost import cost_table_text
+    from analyzer.likely_path_cost import cost_table_text
     ch = compare_costs([_fc("c")], [replace(_fc("c", cycles=200), mcpu="znver3")])
     assert ch[0].delta("cycles") is None and ch[0].delta("insns") == 0
     text = cost_table_text(ch)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from toolchains import process
-from toolchains.build import BuildOptions, CommitBuild, Event, build_commit, toolchain_info
+from toolchains.build import BuildOptions, CommitBuild, Event, ResolvedToolchain, build_commit, toolchain_info
 from toolchains.kbuild import Config
 from toolchains.targets import parse
 
@@ -27,23 +27,23 @@ def build_matrix(tree: Path, commits: list[str], toolchains: list[str], targets:
                  parallel: int | None = None) -> list[CommitBuild]:
     """Build every commit under every toolchain; results ordered by commit, then toolchain.
 
-    Unknown or missing toolchains and bad targets fail here, before any work.
+    The toolchain names are looked up here, once (unknown or missing toolchains fail before any work,
+    as do bad targets).
     """
-    jobs = {tc: [(sha, list(targets)) for sha in commits] for tc in toolchains}
+    jobs = {tc: (toolchain_info(tc, config.arch), [(sha, list(targets)) for sha in commits]) for tc in toolchains}
     done = {(b.sha, b.toolchain): b for b in build_jobs(tree, jobs, config, options, events, on_build, parallel)}
     return [done[(sha, tc)] for sha in commits for tc in toolchains if (sha, tc) in done]
 
 
-def build_jobs(tree: Path, jobs: dict[str, list[tuple[str, list[str]]]], config: Config = Config(),
-               options: BuildOptions = BuildOptions(), events: Callable[[Event], None] = lambda e: None,
+def build_jobs(tree: Path, jobs: dict[str, tuple[ResolvedToolchain, list[tuple[str, list[str]]]]],
+               config: Config = Config(), options: BuildOptions = BuildOptions(),
+               events: Callable[[Event], None] = lambda e: None,
                on_build: Callable[[CommitBuild], None] = lambda b: None, parallel: int | None = None,
                cancel: threading.Event | None = None) -> list[CommitBuild]:
-    """The general form: per toolchain, its (commit, targets) in order; toolchains side by side.
-    ``on_build`` is called (under a lock) as each build finishes; ``cancel`` stops after the
-    builds under way."""
-    for tc in jobs:
-        toolchain_info(tc)
-    for work in jobs.values():
+    """The general form: per toolchain name, the toolchain as resolved and its (commit, targets) in
+    order; toolchains side by side. ``on_build`` is called (under a lock) as each build finishes;
+    ``cancel`` stops after the builds under way."""
+    for _, work in jobs.values():
         for _, targets in work:
             for t in targets:
                 parse(t)
@@ -56,10 +56,11 @@ def build_jobs(tree: Path, jobs: dict[str, list[tuple[str, list[str]]]], config:
     done: list[CommitBuild] = []
 
     def one_toolchain(tc: str) -> None:
-        for sha, targets in jobs[tc]:
+        compiler, work = jobs[tc]
+        for sha, targets in work:
             if cancel.is_set():
                 return
-            b = build_commit(tree, sha, tc, targets, config, options, events)
+            b = build_commit(tree, sha, compiler, targets, config, options, events)
             with lock:
                 done.append(b)
                 on_build(b)
