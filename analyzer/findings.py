@@ -134,10 +134,10 @@ def compare(base: ObjectFacts, head: ObjectFacts, hot: HotPaths | None = None) -
         b, h = base.functions[name], head.functions[name]
         if name not in hot or not (b.out_of_line and h.out_of_line) or h.size <= b.size:
             continue
-        pb = b.placement or placement(b.size)
-        ph = h.placement or placement(h.size)
+        pb = b.placement or placement(b.size, align=base.align)
+        ph = h.placement or placement(h.size, align=head.align)
         if not (head.placed and base.placed):      # offsets change at link: compare size-based figures
-            pb, ph = placement(b.size), placement(h.size)
+            pb, ph = placement(b.size, align=base.align), placement(h.size, align=head.align)
         which = crossed(pb, ph)
         if not which:
             continue

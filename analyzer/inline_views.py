@@ -6,6 +6,7 @@ functions over the analyzer's dataclasses.
 from __future__ import annotations
 
 from analyzer.align import crossed, placement
+from analyzer.func_align import X86, FunctionAlign
 from analyzer.findings import Finding
 from analyzer.hotpaths import HotPaths
 from analyzer.inlines import FunctionFacts, ObjectFacts
@@ -91,15 +92,16 @@ def inline_changes_text(rows: list[dict], found: list[Finding]) -> str:
 
 
 def align_changes(base: ObjectFacts, head: ObjectFacts, hot: HotPaths) -> list[dict]:
-    """Every out-of-line function whose size changed, with its 16-byte units, cache lines and headroom."""
+    """Every out-of-line function whose size changed, with its alignment units (the file's own
+    function alignment: 16 bytes on x86-64, what the compiler applied on arm64), cache lines and headroom."""
     rows = []
     placed = base.placed and head.placed
     for name in sorted(base.functions.keys() & head.functions.keys()):
         b, h = base.functions[name], head.functions[name]
         if not (b.out_of_line and h.out_of_line) or b.size == h.size:
             continue
-        pb = b.placement if placed and b.placement else placement(b.size)
-        ph = h.placement if placed and h.placement else placement(h.size)
+        pb = b.placement if placed and b.placement else placement(b.size, align=base.align)
+        ph = h.placement if placed and h.placement else placement(h.size, align=head.align)
         rows.append({"function": name, "hot": name in hot, "base_size": b.size, "head_size": h.size,
                      "delta": h.size - b.size, "base": pb.to_dict(), "head": ph.to_dict(),
                      "crossed": crossed(pb, ph), "placed": placed})
@@ -107,11 +109,14 @@ def align_changes(base: ObjectFacts, head: ObjectFacts, hot: HotPaths) -> list[d
     return rows
 
 
-def align_text(rows: list[dict], placed: bool) -> str:
-    out = []
+def align_text(rows: list[dict], placed: bool, align: FunctionAlign = X86) -> str:
+    """The alignment view; ``align``: the head file's function alignment (its unit names the columns)."""
+    out = [f"{align.label()}" + (": no padding, every byte of growth moves what follows"
+                                  if align.padless else "")]
+    u = align.unit
     if not placed:
-        out.append("note: relocatable objects: offsets change at link; 16-byte units and cache lines are size-based")
-    out.append("%-36s %6s %6s %+6s %9s %9s %9s %s" % ("function", "old", "new", "delta", "16B units",
+        out.append(f"note: relocatable objects: offsets change at link; {u}-byte units and cache lines are size-based")
+    out.append("%-36s %6s %6s %+6s %9s %9s %9s %s" % ("function", "old", "new", "delta", f"{u}B units",
                                                      "lines", "headroom", "crossed"))
     for r in rows:
         b, h = r["base"], r["head"]
@@ -119,5 +124,5 @@ def align_text(rows: list[dict], placed: bool) -> str:
             r["function"] + (" *" if r["hot"] else ""), r["base_size"], r["head_size"], r["delta"],
             f"{b['blocks']}->{h['blocks']}", f"{b['lines']}->{h['lines']}",
             f"{h['headroom']}/{h['line_headroom']}", ",".join(r["crossed"]) or "-"))
-    out.append("(* hot path; headroom: bytes to the next 16-byte / 64-byte boundary in head)")
+    out.append(f"(* hot path; headroom: bytes before the next function moves / to the next 64-byte boundary in head)")
     return "\n".join(out) + "\n"

@@ -6,6 +6,7 @@ show them without the analyzer.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from analyzer import declared as decl
 from analyzer.align import Placement, placement
 from analyzer.calls import EM_AARCH64, EM_X86_64, CallGraph, address_references, call_graph
 from analyzer.clones import parse as parse_clone
+from analyzer.func_align import X86, FunctionAlign, from_section, granule_of, infer
 from analyzer.dwarf import DwarfFacts, has_dwarf, read_dwarf
 from analyzer.elf import STB_GLOBAL, STB_LOCAL, STB_WEAK, function_symbols, load_images, read_symtab
 from analyzer.errors import InputError
@@ -110,6 +112,7 @@ class ObjectFacts:
     units: list[str] = field(default_factory=list)
     has_dwarf: bool = False
     placed: bool = False              # offsets are meaningful (linked, or one function per section)
+    align: FunctionAlign = X86        # the function alignment read from the file (analyzer.func_align)
     functions: dict[str, FunctionFacts] = field(default_factory=dict)
     remarks: list[Remark] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -120,17 +123,59 @@ class ObjectFacts:
     def to_dict(self) -> dict:
         return {"path": self.path, "arch": self.arch, "linked": self.linked, "producer": self.producer,
                 "units": self.units, "has_dwarf": self.has_dwarf, "placed": self.placed,
-                "functions": {k: v.to_dict() for k, v in self.functions.items()},
+                "align": self.align.to_dict(), "functions": {k: v.to_dict() for k, v in self.functions.items()},
                 "remarks": [r.to_dict() for r in self.remarks], "notes": self.notes}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ObjectFacts":
         return cls(d["path"], d.get("arch", ""), d.get("linked", False), d.get("producer"), d.get("units", []),
-                   d.get("has_dwarf", False), d.get("placed", False),
+                   d.get("has_dwarf", False), d.get("placed", False), FunctionAlign.from_dict(d.get("align")),
                    {k: FunctionFacts.from_dict(v) for k, v in d.get("functions", {}).items()},
                    [Remark.from_dict(r) for r in d.get("remarks", [])], d.get("notes", []))
 
 
+
+
+ENTRY_SLACK = 16     # bytes a compiler puts before DW_AT_low_pc: patchable-entry NOPs (arm64 ftrace: 8)
+
+
+def _entry_shifted(by_addr: dict[int, str], sizes: dict[int, int], starts: list[int]) -> dict[int, str]:
+    """``by_addr`` plus, for each DWARF start that is no symbol's address, the symbol it lies just
+    inside of (at most ENTRY_SLACK bytes in): gcc starts a function's DWARF range after the NOPs of
+    -fpatchable-function-entry, which sit at the symbol."""
+    out = dict(by_addr)
+    addrs = sorted(by_addr)
+    for lo in starts:
+        if lo in out:
+            continue
+        i = bisect.bisect_right(addrs, lo) - 1
+        if i >= 0 and 0 < lo - addrs[i] <= ENTRY_SLACK and lo < addrs[i] + sizes.get(addrs[i], 0):
+            out[lo] = by_addr[addrs[i]]
+    return out
+
+
+def file_alignment(img, table, fsyms: np.ndarray, symaddr: np.ndarray, names: list[str], linked: bool,
+                   placed: bool) -> FunctionAlign:
+    """The function alignment of the file's (non-cold) code: per-function sections' sh_addralign
+    (the most common one), else read from the padding between neighbours in the section holding
+    most functions (analyzer.func_align.infer); x86-64's 16 when neither says anything."""
+    granule = granule_of(img.machine_name)
+    by_sec: dict[int, list[tuple[int, int]]] = {}
+    for si in fsyms.tolist():
+        if "cold" in parse_clone(names[si]).kinds:
+            continue
+        a = int(symaddr[si]) if linked else int(table.entries["value"][si])
+        by_sec.setdefault(int(table.shndx[si]), []).append((a, a + int(table.entries["size"][si])))
+    if not by_sec:
+        return X86 if granule == 1 else FunctionAlign(granule, granule - 1, granule, "default")
+    if placed and not linked:
+        aligns = [img.sections[shn].align for shn in by_sec]
+        return from_section(max(set(aligns), key=lambda a: (aligns.count(a), a)), granule)
+    shn, spans = max(by_sec.items(), key=lambda kv: len(kv[1]))
+    got = infer(spans, granule, None if linked else img.sections[shn].align)
+    if got is None:
+        return X86 if granule == 1 else FunctionAlign(granule, granule - 1, granule, "default")
+    return got
 
 
 def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tuple | list = (),
@@ -169,7 +214,10 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
             lo = np.array([a for a, _ in spans], dtype=np.uint64)
             hi = np.array([b for _, b in spans], dtype=np.uint64)
             a = symaddr[fsyms]
-            k = np.searchsorted(lo, a, side="right") - 1
+            # overlap, not start-inside: gcc's DW_AT_low_pc comes after -fpatchable-function-entry's
+            # NOPs (arm64 ftrace: 8 bytes past the symbol)
+            e = a + np.maximum(table.entries["size"][fsyms].astype(np.uint64), 1) - np.uint64(1)
+            k = np.searchsorted(lo, e, side="right") - 1
             inside = (k >= 0) & (a < hi[np.maximum(k, 0)])
             fsyms = fsyms[inside]
         else:
@@ -183,6 +231,7 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
     if not facts.placed:
         facts.notes.append("relocatable object without per-function sections: placement changes at link, "
                            "alignment figures are size-based")
+    facts.align = file_alignment(img, table, fsyms, symaddr, names, facts.linked, facts.placed)
     by_addr: dict[int, str] = {}
     for si in fsyms.tolist():
         name = names[si]
@@ -192,8 +241,11 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
         off = int(table.entries["value"][si]) - (sec.addr if facts.linked else 0)
         size = int(table.entries["size"][si])
         pos = int(symaddr[si]) if facts.linked else off
+        fa = facts.align          # in an object, a function section's own; .text.unlikely's for a cold part
+        if not facts.linked and (facts.placed or ("cold" in cn.kinds and sec.align < fa.unit)):
+            fa = from_section(sec.align, fa.granule)
         piece = Piece(name, size, sec.name, off, BINDINGS.get(int(table.entries["info"][si]) >> 4, "other"),
-                      list(cn.kinds), placement(size, pos, facts.placed))
+                      list(cn.kinds), placement(size, pos, facts.placed, fa))
         f = facts.functions.setdefault(cn.base, FunctionFacts(cn.base))
         if any(p.symbol == name for p in f.pieces):
             continue
@@ -208,6 +260,8 @@ def analyze(path: str | Path, source_root: str | Path | None = None, remarks: tu
     # DWARF: declarations and inlined instances
     if dw is not None:
         src = decl.SourceTree(source_root, dw.units[0].comp_dir if dw.units else None)
+        by_addr = _entry_shifted(by_addr, {int(symaddr[si]): int(table.entries["size"][si]) for si in fsyms.tolist()},
+                                 [r[0] for u in dw.units for sp in u.subprograms.values() for r in sp.ranges[:1]])
         sym_base = {a: parse_clone(n).base for a, n in by_addr.items()}
         for u in dw.units:
             if source_root is None:

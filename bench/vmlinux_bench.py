@@ -20,10 +20,12 @@ Builds run one at a time with -j2 (``--jobs``). The private cache links the shar
 and worktrees and is deleted afterwards (``--keep`` keeps it). ``--lto thin`` builds the configs
 with clang ThinLTO (issue 30: every patch relinks vmlinux.o through ThinLTO's backends, with
 ld.lld's inline remarks kept as sizewatch's pipeline does; the by-hand make gets the same LD);
+``--arch arm64`` builds the arm64 twins of the configs with the cross toolchains (issue 30);
 ``--commits 2`` stops after patch 1.
 
     .venv/bin/python bench/vmlinux_bench.py [--toolchains gcc-12,clang-19] [--defconfig] [--skip-anchor]
     .venv/bin/python bench/vmlinux_bench.py --toolchains clang-19 --lto thin --commits 2
+    .venv/bin/python bench/vmlinux_bench.py --toolchains gcc-12 --arch arm64
 """
 from __future__ import annotations
 
@@ -51,10 +53,11 @@ from toolchains.source import cache_dir  # noqa: E402
 
 
 LTO = ""                     # --lto: "" or "thin"
+ARCH = "x86_64"              # --arch: x86_64 or arm64 (the cross toolchains of the registry)
 
 
 def config_of(name: str):
-    return preset(name, lto=LTO)
+    return preset(name, arch=ARCH, lto=LTO)
 
 
 def uptime() -> str:
@@ -105,7 +108,7 @@ def kbuild_by_hand(tree: Path, sha: str, tc: str, config: str, cache: Path, priv
     if LTO:                          # where make_cmd's LD writes ld.lld's remarks, as in sizewatch's build dir
         from toolchains.inline_report import LTO_DIR
         (o / LTO_DIR).mkdir()
-    t = load(tc)
+    t = load(tc, ARCH)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "KBUILD"))}
 
     def make(*targets: str) -> float:
@@ -166,11 +169,12 @@ def analysis_beside_tools(old: Path, new: Path) -> None:
     sys.path.insert(0, str(bom.parent))
     from conftest import extract_from_tarball  # the oracle script, extracted once into the cache
     script = extract_from_tarball("6.12", "scripts/bloat-o-meter")
+    cross = ["-p", "aarch64-linux-gnu-"] if ARCH == "arm64" else []      # the cross nm reads arm64 files
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, str(script), str(old), str(new)], capture_output=True, check=True)
+    subprocess.run([sys.executable, str(script), *cross, str(old), str(new)], capture_output=True, check=True)
     tb = time.perf_counter() - t0
     t0 = time.perf_counter()
-    subprocess.run(["size", str(old), str(new)], capture_output=True, check=True)
+    subprocess.run([(cross[1] if cross else "") + "size", str(old), str(new)], capture_output=True, check=True)
     ts = time.perf_counter() - t0
     print(f"    analysis of the pair (pipeline): {a['total']:.2f} s  = symbols+sections {a['symbols_sections']:.2f}"
           f" + allocator unit facts {a['allocator_unit']:.2f} + tables {a['bloat_tables']:.2f};"
@@ -187,19 +191,22 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="keep the private cache")
     ap.add_argument("--lto", choices=["none", "thin"], default="none", help="thin: clang ThinLTO (clang toolchains)")
+    ap.add_argument("--arch", choices=["x86_64", "arm64"], default="x86_64",
+                    help="arm64: cross builds (gcc-12-aarch64-linux-gnu, clang --target)")
     ap.add_argument("--commits", type=int, default=3, help="the series' first N commits (2: base and patch 1)")
     ap.add_argument("--analyze-pair", nargs=2, metavar=("OLD", "NEW"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.analyze_pair:
         print(json.dumps(analyze_pair(Path(args.analyze_pair[0]), Path(args.analyze_pair[1]))))
         return
-    global LTO
+    global LTO, ARCH
     LTO = "" if args.lto == "none" else args.lto
+    ARCH = args.arch
     tcs = [t for t in args.toolchains.split(",") if t]
     configs = ["allocator"] + (["defconfig"] if args.defconfig else [])
     tree, shas = series_commits()
     shas = shas[:max(2, args.commits)]
-    print(f"vmlinux bench: {', '.join(tcs)} x {', '.join(configs)}{' ThinLTO' if LTO else ''}, example series ({len(shas)} commits), "
+    print(f"vmlinux bench: {', '.join(tcs)} x {', '.join(configs)}{' ThinLTO' if LTO else ''}{' ' + ARCH}, example series ({len(shas)} commits), "
           f"-j{args.jobs}, {os.cpu_count()} cores\n  load at start: {uptime()}", flush=True)
     cache = private_cache(tree, tcs, configs)
     try:

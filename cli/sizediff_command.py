@@ -49,7 +49,8 @@ def sections_text(old: dict[str, int], new: dict[str, int], title: str) -> list[
 @click.option("--no-pfx", is_flag=True, help="leave out compiler-generated __pfx_/__cfi_ symbols")
 @click.option("--inlines", is_flag=True, help="inline status changes and findings (needs DWARF)")
 @click.option("--align", "align_view", is_flag=True,
-              help="16-byte units, cache lines and headroom of every function that changed size")
+              help="alignment units (the file's own: 16 bytes on x86-64, 16 with at most 11 of padding under "
+                   "gcc arm64, 4 under clang arm64), cache lines and headroom of every function that changed size")
 @click.option("--link", "link_view", is_flag=True,
               help="linked images (vmlinux): hot functions' addresses, cache lines and 64-byte phase, how far "
               "each moved and which functions before it caused the move")
@@ -109,7 +110,7 @@ def command(mode, prefix, no_weak, fmt, group_clones, split_cold, show_sections,
             if align_view:
                 arows = inline_views.align_changes(fa, fb, hot)
                 extra["align"] = arows
-                lines.append(inline_views.align_text(arows, fa.placed and fb.placed).rstrip("\n"))
+                lines.append(inline_views.align_text(arows, fa.placed and fb.placed, fb.align).rstrip("\n"))
         if link_view:     # issue 13: hot functions at link addresses, and why they moved
             from analyzer import link_views
             from analyzer.findings import link_compare as link_findings

@@ -222,14 +222,19 @@ def libdw_built() -> bool:
     return False
 
 
+OPT_IN = ("defconfig", "arm64_clang")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The defconfig tests (a 21-minute kernel build each) run only when ``-m`` names ``defconfig``:
-    any other ``-m`` (``-m slow``, ``-m "not kernel"``) replaces setup.cfg's, and must not pull them in."""
-    if "defconfig" in (config.option.markexpr or ""):
+    """The opt-in tests run only when ``-m`` names their marker: ``defconfig`` (a 21-minute kernel
+    build each), ``arm64_clang`` (a second arm64 kernel build): any other ``-m`` (``-m slow``,
+    ``-m "not kernel"``) replaces setup.cfg's, and must not pull them in."""
+    off = [m for m in OPT_IN if m not in (config.option.markexpr or "")]
+    if not off:
         return
     keep, drop = [], []
     for item in items:
-        (drop if item.get_closest_marker("defconfig") else keep).append(item)
+        (drop if any(item.get_closest_marker(m) for m in off) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

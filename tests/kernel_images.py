@@ -44,18 +44,19 @@ class Images:
     vmlinux: list[Path]        # one per sha, kept in the cache
 
 
-def allocator_vmlinux(toolchain: str = TOOLCHAIN, commits: int = 3) -> Images:
+def allocator_vmlinux(toolchain: str = TOOLCHAIN, commits: int = 3, config: Config = CONFIG) -> Images:
     """vmlinux at the series' first ``commits`` commits (built once, then cached). One build at a
     time: build_commit holds the build dir's lock, and the commits build one after the other
-    (kbuild's incremental make: each patch recompiles mm/page_alloc.c and relinks)."""
+    (kbuild's incremental make: each patch recompiles mm/page_alloc.c and relinks). ``config``:
+    another arch's twin (``preset("allocator", arch="arm64")``: its own build dir)."""
     tree, shas = series_commits()
     shas = shas[:commits]
     opts = BuildOptions(reports=False, jobs=2, timeout=2400)
     out = []
     for sha in shas:
-        b = build_commit(tree, sha, toolchain, ["vmlinux"], CONFIG, opts)
+        b = build_commit(tree, sha, toolchain, ["vmlinux"], config, opts)
         if b.status != "ok" or b.targets[0].path is None:
-            raise RuntimeError(f"allocator vmlinux ({toolchain}) at {sha[:12]}: {b.status}: "
+            raise RuntimeError(f"allocator vmlinux ({toolchain}, {config.arch}) at {sha[:12]}: {b.status}: "
                                f"{b.errors or b.targets[0].errors}")
         out.append(b.targets[0].path)
     return Images(tree, shas, out)

@@ -87,7 +87,7 @@ class ListRules:
 class ReportRules:
     always_inline_copy: bool = True      # a new out-of-line copy of an __always_inline function
     hot_not_inlined: bool = True         # a hot-path inline function newly left out of line
-    boundary_crossing: bool = True       # a hot function grew across a 16-byte unit / cache line
+    boundary_crossing: bool = True       # a hot function grew across an alignment unit / cache line
     link_cache_lines: bool = True        # a hot function spans more cache lines at its vmlinux address
     link_phase: bool = False             # ... its entry sits at another 64-byte phase (any move does that)
     build_error: bool = True             # the patch breaks the build under every compiler

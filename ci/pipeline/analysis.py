@@ -22,8 +22,10 @@ from toolchains.mca import DEFAULT_MCPU, build_costs
 # again from their cached objects (no rebuild). 0 = symbols and sections only.
 # 4: the likely paths of hot functions (migration 0011). 5: inline cost (0014, ci.pipeline.inline_costs).
 # 6: with the link layout of linked targets too (0015, ci.pipeline.link_layout): one version for both, so a
-# build stored with one of them alone is analyzed again.
-ANALYSIS_VERSION = 6
+# build stored with one of them alone is analyzed again. 7: the function alignment read from the
+# file (facts' ``align``; arm64 is not x86's 16) and arm64 vmlinux units whole (gcc's DWARF starts
+# after the patchable-entry NOPs).
+ANALYSIS_VERSION = 7
 
 
 @dataclass
