@@ -124,5 +124,5 @@ def align_text(rows: list[dict], placed: bool, align: FunctionAlign = X86) -> st
             r["function"] + (" *" if r["hot"] else ""), r["base_size"], r["head_size"], r["delta"],
             f"{b['blocks']}->{h['blocks']}", f"{b['lines']}->{h['lines']}",
             f"{h['headroom']}/{h['line_headroom']}", ",".join(r["crossed"]) or "-"))
-    out.append(f"(* hot path; headroom: bytes before the next function moves / to the next 64-byte boundary in head)")
+    out.append("(* hot path; headroom: bytes before the next function moves / to the next 64-byte boundary in head)")
     return "\n".join(out) + "\n"
