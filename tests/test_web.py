@@ -182,6 +182,8 @@ def test_patch_page(client, shas, example_store):
         assert f'href="/function/get_page_from_freelist?toolchain={t["toolchain"]}"' in html
         assert pushed[0]["reason"].split()[0].replace("<", "&lt;") in html
         assert f'<td class="num">{gpff["head"]["headroom"]} B</td>' in html
+        assert gpff["head"]["align"] == 16                                # x86-64: read from the file, not assumed
+        assert (f'{gpff["base"]["blocks"]} → {gpff["head"]["blocks"]} <span class="muted">× 16 B</span>') in html
     assert 'class="grid sortable bloat"' in html and 'data-sort="num"' in html
     assert "/static/sortable.js" in html
     assert f'href="/commit/{sha}.txt"' in html and f'href="/api/commit/{sha}"' in html
