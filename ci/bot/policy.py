@@ -35,7 +35,7 @@ from analyzer.errors import InputError
 from toolchains.errors import BuildError
 from toolchains.kbuild import PRESETS, Config, preset
 from toolchains.registry import DEFAULT_TOOLCHAINS
-from toolchains.targets import DEFAULT_TARGETS
+from toolchains.targets import DEFAULT_TARGETS, is_linked
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -300,7 +300,7 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
             raise InputError(f"{source}: [bot].config: {e}") from None
         if bot.get("measure"):
             raise InputError(f"{source}: [bot].measure boots x86_64 kernels (qemu-system-x86_64): not {arch}")
-    if bot.get("measure") and "vmlinux" not in bot.get("targets", DEFAULT_TARGETS):
+    if bot.get("measure") and not any(is_linked(t) for t in bot.get("targets", DEFAULT_TARGETS)):
         raise InputError(f"{source}: [bot].measure: measures a built vmlinux: add \"vmlinux\" to [bot].targets")
     if "@" not in bot.get("address", "x@y"):
         raise InputError(f"{source}: [bot].address: not a mail address: {bot['address']!r}")
