@@ -153,7 +153,6 @@ def bot_cmd(ctx: click.Context, maildir: Path | None, mbox: Path | None, inbox: 
         every = duration(interval, "--interval") if interval else policy.poll_interval
         transport = None if policy.dry_run else _transport(policy, outbox, smtp_host, smtp_user, smtp_starttls)
         source.check()                                       # a missing maildir / mbox fails before any work
-        from db.pg import StoreUnavailable
         if queue_url:
             from ci.queue.names import QueueUnavailable, connect
             when_up("the queue", lambda: connect(queue_url).close(), wait_s, (QueueUnavailable,))
