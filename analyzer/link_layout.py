@@ -21,6 +21,7 @@ judges sizes; this module reads real addresses (a vmlinux, or any ET_EXEC/ET_DYN
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 
 from analyzer.align import CACHE_LINE, FUNCTION_ALIGN, spanned
@@ -60,17 +61,30 @@ class SectionMap:
         return [n - p for p, n in zip(a, a[1:])] + ([self.sizes[-1]] if a else [])
 
     def keys(self) -> list[tuple[str, int]]:
-        """(name, n-th of that name in address order): same-named statics of different files stay apart."""
+        """(name, n-th of that name in address order): same-named statics of different files stay apart.
+        The name is :func:`symbol_key`'s: a ThinLTO-promoted static is one function across builds."""
         from collections import Counter
-        ordinal = [0] * len(self.names)
-        dups = {n for n, c in Counter(self.names).items() if c > 1}
+        names = [symbol_key(n) for n in self.names]
+        ordinal = [0] * len(names)
+        dups = {n for n, c in Counter(names).items() if c > 1}
         if dups:
             seen: dict[str, int] = {}
-            for i, n in enumerate(self.names):
+            for i, n in enumerate(names):
                 if n in dups:
                     ordinal[i] = seen.get(n, 0)
                     seen[n] = ordinal[i] + 1
-        return list(zip(self.names, ordinal))
+        return list(zip(names, ordinal))
+
+
+_LLVM_HASH = re.compile(r"(\.llvm)\.[0-9]+$")
+
+
+def symbol_key(name: str) -> str:
+    """The name a symbol is matched by across two images. Under ThinLTO a static another unit
+    imports is promoted as ``name.llvm.<module hash>``, and the hash changes whenever anything in
+    its unit does: the same function would read as removed and added in every patch. It is keyed
+    as bloat-o-meter names it (its ``.NUMBER`` rule leaves ``name.llvm``); every other name as is."""
+    return _LLVM_HASH.sub(r"\1", name) if ".llvm." in name else name
 
 
 def nm_order(addrs: list[int], names: list[str]) -> list[int]:

@@ -13,6 +13,7 @@ Symbols are told apart by (name, n-th of that name in the section), as same-name
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,9 +86,12 @@ class NmMove:
 
 
 def _keys(rows: list[tuple[str, int, int]]) -> list[tuple[str, int]]:
+    """(name, n-th of that name); a ThinLTO-promoted ``NAME.llvm.<hash>`` named as bloat-o-meter's
+    ``.NUMBER`` rule leaves it (``NAME.llvm``): its hash changes with anything in its unit."""
     seen: dict[str, int] = {}
     out = []
     for name, _a, _s in rows:
+        name = re.sub(r"\.llvm\.[0-9]+$", ".llvm", name)
         out.append((name, seen.get(name, 0)))
         seen[name] = seen.get(name, 0) + 1
     return out

@@ -221,3 +221,21 @@ def test_sizediff_link(tmp_path, sizediff, compile_c):
     obj = compile_c("gcc-12", ROOT / "tests" / "fixtures" / "inline_cases.c", name="rel2.o")
     bad = sizediff("--link", obj, obj)
     assert bad.returncode == 1 and bad.stderr.decode().count("\n") == 1 and b"not a linked image" in bad.stderr
+
+
+def test_thinlto_promoted_statics_are_one_function_across_builds():
+    """Under ThinLTO a static another unit imports is promoted as ``NAME.llvm.<module hash>`` (the cached
+    clang-19 ThinLTO allocator vmlinux has 655 such symbols), and the hash changes with anything in its unit.
+    A hot function behind one that kept its size but got a new hash did not move because of it, and one
+    that grew is that function growing: never a removal and an addition."""
+    from analyzer.link_layout import SectionMap, TextMap, symbol_key
+    assert symbol_key("__drain_all_pages.llvm.2654406233376974601") == "__drain_all_pages.llvm"
+    assert symbol_key("foo.isra.0") == "foo.isra.0" and symbol_key("foo.llvm.x1") == "foo.llvm.x1"
+    base = TextMap({".text": SectionMap(".text", 0x1000, ["a.llvm.111", "b.llvm.222", "rmqueue"],
+                                        [0x1000, 0x1040, 0x1080], [0x30, 0x40, 0x100])})
+    head = TextMap({".text": SectionMap(".text", 0x1000, ["a.llvm.999", "b.llvm.333", "rmqueue"],
+                                        [0x1000, 0x1040, 0x10c0], [0x30, 0x70, 0x100])})
+    (mv,) = compare(base, head, HotPaths(("rmqueue",)))
+    assert (mv.name, mv.shift) == ("rmqueue", 0x40)
+    assert [(c.name, c.change, c.size_delta, c.footprint_delta) for c in mv.causes] == [("b.llvm", "grew", 0x30, 0x40)]
+    assert (mv.by_added, mv.by_removed, mv.unexplained) == (0, 0, 0)

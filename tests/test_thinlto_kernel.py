@@ -329,3 +329,27 @@ def test_link_remarks_are_ld_lld_s_for_the_allocator_unit(thin):
     want = {(r.callee, r.caller, r.reason) for r in remarks if r.decision == "not_inlined" and r.callee in outl}
     assert {(r.callee, r.caller, r.reason) for r in rows} == want and len(rows) == len(want) > 20
     assert {"__alloc_pages_slowpath", "get_page_from_freelist"} & {r.caller for r in rows}
+
+
+@_kernel
+def test_thinlto_link_moves_are_nm_with_promoted_statics_as_one_function(thin):
+    """The hot functions' moves between the ThinLTO base and patch 1 equal nm -n -S's (tests/link_oracles.py),
+    with ``NAME.llvm.<hash>`` named as bloat-o-meter names it: the patch re-hashes page_alloc.c's promoted
+    statics (``__drain_all_pages.llvm.<n>``), which before read as one function removed and another added."""
+    import re
+    from analyzer.hotpaths import HotPaths
+    from analyzer.link_layout import compare, file_layout
+    from link_oracles import assert_moves_are_nm, nm_moves
+    _, _, images, _, _, _, _ = thin
+    promoted = [{ln.split()[2] for ln in subprocess.run(["nm", str(p)], capture_output=True, text=True,
+                                                         check=True).stdout.splitlines()
+                 if re.search(r"\.llvm\.[0-9]+$", ln)} for p in images]
+    assert promoted[0] and promoted[0] != promoted[1]                   # the hashes did change
+    hot = HotPaths()
+    _, tb = file_layout(images[0], hot)
+    _, th = file_layout(images[1], hot)
+    moves = compare(tb, th, hot)
+    assert_moves_are_nm(moves, nm_moves(images[0], images[1], hot.__contains__))
+    assert any(m.moved for m in moves)
+    assert not [c.name for m in moves for c in m.causes if re.search(r"\.llvm\.[0-9]+$", c.name)]
+    assert all(m.by_added == 0 and m.by_removed == 0 for m in moves)
