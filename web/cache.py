@@ -117,16 +117,21 @@ def _before() -> Response | None:
     cache = current_app.extensions["sizewatch.pages"]
     if cache is None:
         return None
-    hit = cache.get(key)
+    hit, state, claimed = cache.get(key), "hit", False
     if hit is None and not cache.claim(key):              # being rendered by another request: wait for it
         t0 = time.monotonic()
         hit = cache.wait(key, WAIT_FOR_RENDER)
         g.page_waited = time.monotonic() - t0
         state = "waited"
-    else:
-        state = "hit"
+    elif hit is None:
+        # ours now; but another request may have stored the page and released its claim between our
+        # look and our claim: look once more before rendering it a second time
+        hit = cache.get(key)
+        if hit is not None:
+            cache.release(key)
+        claimed = hit is None
     if hit is None:
-        g.page_claimed = state == "hit"                    # ours to release once rendered (or failed)
+        g.page_claimed = claimed                           # ours to release once rendered (or failed)
         g.page_started = time.monotonic()
         return None
     g.page_key = None
