@@ -88,6 +88,16 @@ def size_text(obj: Path, arch: str) -> int:
     return int(out.splitlines()[1].split()[0])
 
 
+
+def finished_job(client, job: dict, timeout: float = 300) -> dict:
+    """The dashboard job's status once it stopped running (or after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = client.get(f"/api/jobs/{job['id']}", headers={"Authorization": f"Bearer {TOKEN}"}).get_json()
+        if st["state"] != "running" or time.monotonic() > deadline:
+            return st
+        time.sleep(0.3)
+
 def test_a_column_per_toolchain_and_arch(fake_store, client):
     db, c, cache, _ = fake_store
     d = get_json(client, "/api/")
@@ -211,12 +221,7 @@ def test_rerun_keeps_the_arch(fake_store, client, monkeypatch):
     job = r.get_json()["job"]
     argv = job["argv"]
     assert argv[argv.index("--arch") + 1] == "arm64" and argv[argv.index("--toolchains") + 1] == "clang-19,gcc-12"
-    deadline = time.monotonic() + 300
-    while True:
-        st = client.get(f"/api/jobs/{job['id']}", headers={"Authorization": f"Bearer {TOKEN}"}).get_json()
-        if st["state"] != "running" or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+    st = finished_job(client, job)
     assert st["state"] == "done", st["log"][-2000:]
     assert "0 built, 0 re-analyzed, 4 already stored" in st["log"]        # the arm64 builds, stored
     r = client.post(f"/api/commit/{c['two']}/rerun", headers={"Authorization": f"Bearer {TOKEN}"},
@@ -231,12 +236,7 @@ def test_rerun_keeps_the_arch(fake_store, client, monkeypatch):
     assert r.status_code == 202, r.data
     job = r.get_json()["job"]
     assert job["argv"][job["argv"].index("--arch") + 1] == "arm64"
-    deadline = time.monotonic() + 300
-    while True:
-        st = client.get(f"/api/jobs/{job['id']}", headers={"Authorization": f"Bearer {TOKEN}"}).get_json()
-        if st["state"] != "running" or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+    st = finished_job(client, job)
     assert st["state"] == "done", st["log"][-2000:]
     old, new = (nm_sizes(build_object(cache, "gcc-12", "arm64", c[k]), "arm64")["alloc_pages"] for k in ("one", "two"))
     assert "(gcc-12: aarch64-linux-gnu-gcc-12 " in st["log"] and f"{c['two']} mm: two" in st["log"]
